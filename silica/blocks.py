@@ -1,0 +1,74 @@
+"""Content blocks: what a tool call produces and every provider consumes.
+
+A ``ToolResult`` is a list of text and image blocks plus ``is_error``. Image bytes are held
+raw; base64 is made only when a wire format needs it (``to_anthropic``).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TextBlock(BaseModel):
+    """Plain text for the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["text"] = "text"
+    text: str
+
+    def to_anthropic(self) -> dict:
+        return {"type": "text", "text": self.text}
+
+
+class ImageBlock(BaseModel):
+    """An image that has been checked and is safe to send: ``data`` holds its raw bytes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["image"] = "image"
+    media_type: str
+    data: bytes = Field(repr=False)
+    width: int | None = None
+    height: int | None = None
+    source: str = ""  # which processor found it ("json", "kitty", ...)
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    def to_anthropic(self) -> dict:
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": self.media_type, "data": self.base64},
+        }
+
+
+Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call, as the model will see it."""
+
+    blocks: list[Block] = Field(default_factory=list)
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(blocks=[TextBlock(text=message)], is_error=True)
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined by newlines."""
+        return "\n".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
+    @property
+    def images(self) -> list[ImageBlock]:
+        return [b for b in self.blocks if isinstance(b, ImageBlock)]
+
+    def to_anthropic(self) -> dict:
+        """``{"is_error", "content"}`` with blocks in the Anthropic ``tool_result`` form."""
+        return {"is_error": self.is_error, "content": [b.to_anthropic() for b in self.blocks]}

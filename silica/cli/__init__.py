@@ -1,0 +1,16 @@
+"""The ``silica`` command: a thin layer over the library."""
+
+from __future__ import annotations
+
+from cyclopts import App
+
+from silica import __version__
+from silica.cli import tools
+
+app = App(name="silica", version=__version__,
+          help="Give LLM agents their own script tools, with images as first-class results.")
+app.command(tools.app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,48 @@
+"""Showing a ToolResult in the terminal: text as printed, images as a line of facts each."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from silica.blocks import ImageBlock, TextBlock, ToolResult
+from silica.cli.output import err, out
+from silica.paths import silica_home
+
+_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
+    """Save ``image`` under a name made from its content; ``None`` if it cannot be written."""
+    folder = folder or silica_home() / "images" / "cli"
+    name = hashlib.sha256(image.data).hexdigest()[:16] + "." + _EXT.get(image.media_type, "bin")
+    path = folder / name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_bytes(image.data)
+    except OSError as exc:
+        err.print(f"warning: cannot save the image to {path}: {exc.strerror or exc}",
+                  markup=False)
+        return None
+    return path
+
+
+def describe_image(image: ImageBlock, saved: Path | None) -> str:
+    from silica.images.tokens import estimate_tokens
+
+    size = f"{image.width}x{image.height} px" if image.width and image.height else "size unknown"
+    tokens = estimate_tokens(image.width, image.height) if image.width and image.height else 0
+    where = f", saved to {saved}" if saved else ""
+    return (f"[image: {image.media_type}, {size}, {len(image.data):,} bytes, "
+            f"~{tokens:,} tokens{where}]")
+
+
+def show_result(result: ToolResult, saved: list[Path | None]) -> None:
+    console = err if result.is_error else out
+    images = iter(saved)
+    for block in result.blocks:
+        if isinstance(block, TextBlock):
+            console.print(block.text, markup=False, highlight=False)
+        elif isinstance(block, ImageBlock):
+            console.print(describe_image(block, next(images, None)), markup=False)

@@ -1,0 +1,177 @@
+"""``silica tools ...``: list, inspect, check, run and scaffold user tools."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import App, Parameter
+from rich.table import Table
+from rich.text import Text
+
+from silica.cli.output import err, fail, out, print_json
+from silica.errors import SilicaError
+from silica.paths import user_tools_dir
+from silica.tools.discovery import Discovery
+from silica.tools.model import Tool, ToolStatus
+from silica.tools.toolbox import Toolbox
+
+app = App(name="tools", help="Find, inspect, check, run and create user tools.")
+
+_STATUS_STYLE = {
+    ToolStatus.OK: "green",
+    ToolStatus.SHADOWED: "dim",
+    ToolStatus.NEEDS_AUTHORIZATION: "yellow",
+}
+
+
+@contextmanager
+def _progress():
+    """A progress bar on stderr for spec fetching; shown only once a fetch starts, and only
+    on a terminal (pipes and logs get no bar)."""
+    if not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(TextColumn("reading tool specs"), BarColumn(), MofNCompleteColumn(),
+                   console=err, transient=True)
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("specs", total=total)
+        bar.update(task, completed=done)
+
+    try:
+        yield update
+    finally:
+        bar.stop()
+
+
+def _discover() -> Discovery:
+    with _progress() as update:
+        found = Toolbox().discover(progress=update)
+    for warning in found.warnings:
+        err.print(Text.assemble(("warning: ", "yellow"), warning))
+    return found
+
+
+def _table(tools: list[Tool]) -> Table:
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("name", "status", "origin", "description / reason", "path"):
+        table.add_column(col, overflow="fold")
+    for t in tools:
+        style = _STATUS_STYLE.get(t.status, "red")
+        about = t.spec.description.splitlines()[0] if t.ok and t.spec else t.reason
+        table.add_row(t.name, Text(str(t.status), style=style), t.folder.origin, about,
+                      str(t.path))
+    return table
+
+
+@app.command(name="list")
+def list_tools(*, json_: Annotated[bool, Parameter(name="--json")] = False):
+    """List every tool found, with its status, origin and source file."""
+    found = _discover()
+    if json_:
+        print_json([t.to_row() for t in found.tools])
+        return
+    if not found.tools:
+        out.print(f"No tools found. Create one with 'silica tools new NAME' (it goes to "
+                  f"{user_tools_dir()}).", markup=False)
+        return
+    out.print(_table(found.tools))
+
+
+@app.command
+def check(*, json_: Annotated[bool, Parameter(name="--json")] = False):
+    """Validate every tool; exits non-zero if any tool is broken."""
+    found = _discover()
+    broken = [t for t in found.tools if t.broken]
+    if json_:
+        print_json({"ok": not broken, "tools": [t.to_row() for t in found.tools],
+                    "warnings": found.warnings})
+    else:
+        out.print(_table(found.tools))
+        summary = f"{len(found.tools)} tools, {len(broken)} broken"
+        (err if broken else out).print(summary, markup=False)
+    if broken:
+        raise SystemExit(1)
+
+
+@app.command
+def spec(name: str):
+    """Print the spec of tool NAME as JSON, as a model sees it."""
+    tool = _get(name)
+    if tool.spec is None:
+        fail(f"{name} has no valid spec ({tool.status}): {tool.reason}")
+    print_json(tool.spec.for_model())
+
+
+@app.command
+def run(
+    name: str,
+    *,
+    input_: Annotated[str, Parameter(name="--input")] = "{}",
+    json_: Annotated[bool, Parameter(name="--json")] = False,
+    save_images: Path | None = None,
+):
+    """Run tool NAME with a JSON input, as an agent would, and show what the model gets.
+
+    Parameters
+    ----------
+    name
+        The tool to run.
+    input_
+        The tool's input as a JSON object, e.g. '{"city": "Oslo"}'.
+    json_
+        Print {"is_error", "content"} with blocks in the Anthropic tool_result form.
+    save_images
+        Folder to save images to (default: the silica image folder).
+    """
+    from silica.cli.show import save_image, show_result
+
+    try:
+        arguments = json.loads(input_)
+    except ValueError as exc:
+        fail(f"--input is not valid JSON ({exc}); pass an object like '{{\"x\": 1}}'", 2)
+    if not isinstance(arguments, dict):
+        fail("--input must be a JSON object like '{\"x\": 1}'", 2)
+    box = Toolbox()
+    _get(name, box)
+    result = box.call(name, arguments)
+    if json_:
+        print_json(result.to_anthropic())
+    else:
+        saved = [save_image(img, save_images) for img in result.images]
+        show_result(result, saved)
+    if result.is_error:
+        raise SystemExit(1)
+
+
+@app.command
+def new(name: str, *, project: bool = False):
+    """Create a working tool NAME to start from (in the user's folder, or the project's)."""
+    from silica.tools.scaffold import new_tool
+
+    folder = Path.cwd() / ".silica" / "tools" if project else user_tools_dir()
+    try:
+        path = new_tool(folder, name)
+    except SilicaError as exc:
+        fail(str(exc))
+    out.print(f"Created {path}\nTry it: silica tools run {name} --input "
+              "'{\"text\": \"hi\", \"repeat\": 2}'", markup=False)
+
+
+def _get(name: str, box: Toolbox | None = None) -> Tool:
+    box = box or Toolbox()
+    with _progress() as update:
+        box.discover(progress=update)
+    try:
+        return box.get(name)
+    except SilicaError as exc:
+        fail(str(exc))

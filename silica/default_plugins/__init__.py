@@ -1,0 +1,1 @@
+"""silica's built-in behaviour, written as plugins against ``silica.hookspecs``."""

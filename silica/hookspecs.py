@@ -1,0 +1,92 @@
+"""The plugin contract: every way to extend silica, on one page.
+
+Hooks are grouped by the phase of a tool call they belong to: discovery, calling, results,
+events. silica's own behaviour is written as default plugins against these same hooks
+(see ``silica/default_plugins/``), registered exactly as third-party plugins are.
+
+A plugin is a module or object with functions named like the hooks below, decorated with
+``silica.hookimpl``; third-party plugins are found through the ``silica`` entry-point group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from silica.blocks import Block
+    from silica.images.payload import ImagePayload
+    from silica.results.pipeline import ResultDraft
+    from silica.tools.model import Tool, ToolFolder
+
+hookspec = pluggy.HookspecMarker("silica")
+hookimpl = pluggy.HookimplMarker("silica")
+
+
+# -- discovery ---------------------------------------------------------------------------
+
+
+@hookspec
+def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
+    """Return folders that hold tool files, seen from working directory ``cwd``.
+
+    Called by discovery once per scan. ``home`` is the silica home (``$SILICA_HOME``).
+    Each ``ToolFolder`` carries a ``precedence``: when two folders hold a tool of the same
+    name, the lower precedence wins and the other is listed as shadowed. Folders that do
+    not exist may be returned; discovery skips them.
+    """
+
+
+# -- calling -----------------------------------------------------------------------------
+
+
+@hookspec
+def silica_tool_env(path: Path, env: dict[str, str]) -> None:
+    """Adjust, in place, the environment the tool file at ``path`` will run with.
+
+    Called before every call and every ``--toolspec`` / ``--authorize`` run, with a copy of
+    silica's own environment. Plugins add variables (``AGENT_GRAPHICS``) or remove them
+    (withheld secrets). Return nothing.
+    """
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+@hookspec
+def silica_result_processors(register: Callable[[str, int, Callable[[ResultDraft], None]], None]):
+    """Register result processors with ``register(name, order, process)``.
+
+    Called once when the plugin manager is built. Each ``process(draft)`` reads and rewrites
+    ``draft.text`` (what the tool printed, as text) and appends ``ImagePayload`` objects to
+    ``draft.images``. Processors run in ascending ``order``: escape-sequence images (100s),
+    then JSON image fields (200s); whatever text is left becomes one text block.
+    """
+
+
+@hookspec(firstresult=True)
+def silica_prepare_image(payload: ImagePayload) -> Block | None:
+    """Turn an extracted image into the block a model will see.
+
+    Called once per image a processor found. Return an ``ImageBlock`` for an image that is
+    safe to send, or a ``TextBlock`` that says what was dropped and why. The first plugin
+    that returns a block decides; the default plugin sniffs the bytes and keeps only
+    formats every vision provider accepts.
+    """
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+@hookspec
+def silica_tool_result(tool: Tool, arguments: dict, result) -> None:
+    """Observe a finished tool call: ``result`` is the ``ToolResult`` (blocks, is_error).
+
+    Called after every call made through a ``Toolbox``, whatever its outcome. Observers
+    (the agent loop, a terminal view, a server) must not raise; a raising observer is
+    reported and does not change the result.
+    """

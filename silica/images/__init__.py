@@ -1,0 +1,1 @@
+"""Images: sniffing, checking and fitting what tools emit."""

@@ -1,0 +1,63 @@
+"""The plugin manager: silica's default plugins, then entry points, in one registry.
+
+Third-party plugins are entry points in the ``silica`` group. ``SILICA_LOAD_PLUGINS``, when
+set, is a comma-separated allow-list of entry-point names to load (empty: load none); the
+default plugins are always registered, exactly as third-party plugins are.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib import metadata
+
+import pluggy
+
+from silica import hookspecs
+
+DEFAULT_PLUGINS = (
+    "silica.default_plugins.tool_folders",
+    "silica.default_plugins.tool_env",
+    "silica.default_plugins.json_images",
+    "silica.default_plugins.image_check",
+)
+
+ENTRY_POINT_GROUP = "silica"
+ALLOW_LIST_VAR = "SILICA_LOAD_PLUGINS"
+
+_pm: pluggy.PluginManager | None = None
+
+
+def build_plugin_manager() -> pluggy.PluginManager:
+    """A fresh plugin manager with the default plugins and the allowed entry points."""
+    pm = pluggy.PluginManager("silica")
+    pm.add_hookspecs(hookspecs)
+    for name in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    allowed = os.environ.get(ALLOW_LIST_VAR)
+    allow = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if allow is not None and ep.name not in allow:
+            continue
+        if pm.get_plugin(ep.name) is not None:
+            continue
+        try:
+            pm.register(ep.load(), name=ep.name)
+        except Exception as exc:  # a broken plugin must not take the host down
+            print(f"silica: plugin {ep.name!r} failed to load and was skipped: {exc}",
+                  file=sys.stderr)
+    return pm
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, built on first use."""
+    global _pm
+    if _pm is None:
+        _pm = build_plugin_manager()
+    return _pm
+
+
+def hook():
+    """Shortcut for ``get_plugin_manager().hook``."""
+    return get_plugin_manager().hook

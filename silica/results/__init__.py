@@ -1,0 +1,1 @@
+"""Result processors: turn what a tool printed into content blocks."""

@@ -1,0 +1,158 @@
+"""Images in a tool's JSON output: ``base64``, ``image.base64``, ``images: [...]``, data URLs.
+
+The shapes existing silica tools print::
+
+    {"base64": "<b64>", "media_type": "image/png", ...}
+    {"image": {"base64": "<b64>", "media_type": "image/png"}, ...}
+    {"images": [{"base64": "<b64>"}, "data:image/png;base64,<b64>", ...], ...}
+
+Any ``base64`` value may also be a ``data:`` URL. The JSON may be surrounded by stray lines
+(log output, progress); they are kept as text. Everything else in the JSON stays, as one
+text block, without the image data.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import re
+from typing import Any
+
+from silica.images.payload import ImagePayload
+from silica.images.sniff import normalize_media_type, sniff_media_type
+
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
+_MAX_CANDIDATES = 32  # JSON documents tried when the output is not JSON as a whole
+
+
+def extract_json_images(text: str) -> tuple[str, list[ImagePayload]]:
+    """Find a JSON object in ``text`` and take its images out.
+
+    Returns ``(text, images)``. Where the output holds no JSON object with image fields,
+    ``text`` is returned unchanged and ``images`` is empty. Image data that is not valid
+    base64 is replaced by a ``[image dropped: ...]`` notice. Never raises on any text.
+    """
+    found = _find_json_object(text)
+    if found is None:
+        return text, []
+    start, end, doc = found
+    images: list[ImagePayload] = []
+    notices: list[str] = []
+    rest = _take_images(doc, images, notices)
+    if not images and not notices:
+        return text, []
+    middle = json.dumps(rest, indent=2, ensure_ascii=False) if rest else ""
+    pieces = [text[:start].rstrip("\n"), middle, *notices, text[end:].lstrip("\n")]
+    return "\n".join(p for p in pieces if p.strip()), images
+
+
+def _find_json_object(text: str) -> tuple[int, int, dict] | None:
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            return 0, len(text), doc
+    decoder = json.JSONDecoder()
+    tries = 0
+    for match in re.finditer(r"(?m)^[ \t]*\{", text):
+        tries += 1
+        if tries > _MAX_CANDIDATES:
+            break
+        pos = match.end() - 1
+        try:
+            doc, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and _has_image_fields(doc):
+            return match.start(), end, doc
+    return None
+
+
+def _has_image_fields(doc: dict) -> bool:
+    return isinstance(doc.get("base64"), str) or isinstance(doc.get("image"), dict | str) \
+        or isinstance(doc.get("images"), list)
+
+
+def _take_images(doc: dict, images: list[ImagePayload], notices: list[str]) -> dict:
+    """``doc`` without its image data; found images and notices are appended."""
+    rest = dict(doc)
+    if isinstance(doc.get("base64"), str) and _take_one(doc, images, notices, "base64"):
+        rest.pop("base64", None)
+        rest.pop("media_type", None)
+    image = doc.get("image")
+    if isinstance(image, dict | str):
+        leftover = _take_item(image, images, notices, "image")
+        if leftover is not image:
+            if leftover:
+                rest["image"] = leftover
+            else:
+                rest.pop("image")
+    items = doc.get("images")
+    if isinstance(items, list):
+        kept = []
+        taken = False
+        for i, item in enumerate(items):
+            leftover = _take_item(item, images, notices, f"images[{i}]")
+            taken = taken or leftover is not item
+            if leftover:
+                kept.append(leftover)
+        if taken:
+            if kept:
+                rest["images"] = kept
+            else:
+                rest.pop("images")
+    return rest
+
+
+def _take_item(item: Any, images: list[ImagePayload], notices: list[str], where: str) -> Any:
+    """Take the image out of one ``image`` value; returns what is left of it (or ``item``
+    itself, untouched, when it holds no image)."""
+    if isinstance(item, str):
+        if _DATA_URL.match(item) and _take_one({"base64": item}, images, notices, where):
+            return None
+        return item
+    if isinstance(item, dict) and isinstance(item.get("base64"), str) \
+            and _take_one(item, images, notices, f"{where}.base64"):
+        return {k: v for k, v in item.items() if k not in ("base64", "media_type")}
+    return item
+
+
+def _take_one(obj: dict, images: list[ImagePayload], notices: list[str], where: str) -> bool:
+    """Decode ``obj["base64"]``; True if it was taken (as an image or as a dropped notice).
+
+    Data that declares no image type and does not sniff as an image is left alone: some
+    tools return other base64 data, and it stays text as it always was.
+    """
+    value: str = obj["base64"]
+    declared = normalize_media_type(obj.get("media_type"))
+    url = _DATA_URL.match(value)
+    if url:
+        declared = normalize_media_type(url.group(1)) or declared
+        value = value[url.end():]
+    try:
+        data = binascii.a2b_base64(value, strict_mode=False) if value.strip() else b""
+        ok = _is_base64(value)
+    except (binascii.Error, ValueError):
+        data, ok = b"", False
+    looks_like_image = (declared or "").startswith("image/") or bool(url)
+    if not ok or not data:
+        if looks_like_image:
+            why = "is empty" if ok else "is not valid base64"
+            notices.append(f"[image dropped: the {where} field {why}; nothing was sent]")
+            return True
+        return False
+    if not looks_like_image and sniff_media_type(data) is None:
+        return False
+    images.append(ImagePayload(data=data, declared_type=declared, source="json"))
+    return True
+
+
+_B64_TEXT = re.compile(r"^[A-Za-z0-9+/\s]*={0,2}\s*$")
+
+
+def _is_base64(value: str) -> bool:
+    """Whether ``value`` uses only the standard base64 alphabet (whitespace allowed)."""
+    return _B64_TEXT.match(value) is not None

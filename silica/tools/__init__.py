@@ -1,0 +1,1 @@
+"""The toolbox: find tool files, read their specs, run them."""

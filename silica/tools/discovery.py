@@ -1,0 +1,309 @@
+"""Discovery: tool folders -> tool files -> specs (cached) -> tools with a status each.
+
+Specs are read with ``uv run --script FILE --toolspec``, several files at once up to a
+bound, each with a timeout. A file whose spec cannot be read still gives a row, named after
+the file, with the reason. When two folders hold a tool of the same name, the folder with
+the lower precedence wins and the other tool is listed as shadowed; the tool that wins is
+the one that runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+from pydantic import ValidationError
+
+from silica.errors import UvNotFound
+from silica.tools.cache import SpecCache, spec_cache_key
+from silica.tools.helper import HELPER_NAME, ensure_helper, helper_version
+from silica.tools.metadata import parse_metadata
+from silica.tools.model import (
+    Tool,
+    ToolFolder,
+    ToolMetadata,
+    ToolSpec,
+    ToolStatus,
+    explain_validation_error,
+)
+from silica.tools.runner import run_process
+from silica.tools.uvbin import find_uv, uv_identity
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class DiscoveryOptions:
+    spec_timeout: float = 120.0  # the first run of a tool may install its dependencies
+    auth_timeout: float = 30.0
+    parallel: int = max(4, 2 * (os.cpu_count() or 2))
+
+
+@dataclass
+class Discovery:
+    """Every tool found, winners and shadowed alike, plus problems with folders."""
+
+    tools: list[Tool] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    specs_fetched: int = 0  # how many files were run for their spec (cache misses)
+
+    def runnable(self) -> dict[str, Tool]:
+        """The tool that wins each name, by name (tools are in precedence order)."""
+        winners: dict[str, Tool] = {}
+        for t in self.tools:
+            if t.status is not ToolStatus.SHADOWED:
+                winners.setdefault(t.name, t)
+        return winners
+
+
+@dataclass
+class _File:
+    path: Path
+    folder: ToolFolder
+    source: bytes = b""
+    key: str = ""
+    metadata: ToolMetadata = field(default_factory=ToolMetadata)
+    raw: Any = None  # parsed --toolspec JSON
+    error: str = ""
+    fetched: bool = False
+
+
+def tool_folders(pm: pluggy.PluginManager, cwd: Path, home: Path) -> list[ToolFolder]:
+    """Every folder plugins name, by precedence, each real folder once."""
+    seen: dict[Path, ToolFolder] = {}
+    for group in pm.hook.silica_tool_folders(cwd=cwd, home=home):
+        for folder in group or []:
+            key = Path(os.path.abspath(folder.path))
+            if key not in seen or folder.precedence < seen[key].precedence:
+                seen[key] = folder
+    return sorted(seen.values(), key=lambda f: f.precedence)
+
+
+async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecCache,
+                   options: DiscoveryOptions | None = None,
+                   progress: Progress | None = None) -> Discovery:
+    options = options or DiscoveryOptions()
+    result = Discovery()
+    files: list[_File] = []
+    for folder in tool_folders(pm, cwd, home):
+        files.extend(_scan(folder, result.warnings))
+    uv_id = uv_identity()
+    version = helper_version()
+    helpers: dict[Path, list[str]] = {}
+    for f in files:
+        try:
+            f.source = f.path.read_bytes()
+        except OSError as exc:
+            f.error = f"cannot read the file: {exc.strerror or exc}"
+            continue
+        f.metadata = parse_metadata(f.source.decode("utf-8", errors="replace"))
+        if f.path.parent not in helpers:
+            helpers[f.path.parent] = _helper_hashes(f.path.parent)
+        f.key = spec_cache_key(f.source, helpers[f.path.parent], version, uv_id)
+        f.raw = cache.get(f.key)
+    todo = [f for f in files if not f.error and f.raw is None]
+    if todo:
+        await _fetch_all(todo, pm, cache, options, progress)
+    result.specs_fetched = len(todo)
+    for f in files:
+        result.tools.extend(await _tools_of(f, pm, options))
+    _resolve_clashes(result.tools)
+    return result
+
+
+def _scan(folder: ToolFolder, warnings: list[str]) -> list[_File]:
+    path = folder.path
+    if not path.exists():
+        return []
+    if not path.is_dir():
+        warnings.append(f"{path} is not a folder; no tools were read from it")
+        return []
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        warnings.append(f"cannot read the tools folder {path}: {exc.strerror or exc}; "
+                        "check its permissions")
+        return []
+    tool_names = [n for n in names if n.endswith(".py") and not n.startswith(("_", "."))]
+    if tool_names and not ensure_helper(path) and HELPER_NAME not in names:
+        warnings.append(f"cannot write {HELPER_NAME} into {path} (read-only?); "
+                        "tools there that import it will fail")
+    return [_File(path / n, folder) for n in tool_names if (path / n).is_file()]
+
+
+def _helper_hashes(folder: Path) -> list[str]:
+    """Hashes of the ``_*.py`` helpers beside the tools: a changed helper can change specs."""
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith("_") and n.endswith(".py"))
+    except OSError:
+        return out
+    for name in names:
+        try:
+            out.append(name + ":" + hashlib.sha256((folder / name).read_bytes()).hexdigest())
+        except OSError:
+            continue
+    return out
+
+
+async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: DiscoveryOptions,
+                     progress: Progress | None) -> None:
+    bound = asyncio.Semaphore(max(1, options.parallel))
+    done = 0
+
+    async def one(f: _File) -> None:
+        nonlocal done
+        async with bound:
+            await _fetch(f, pm, cache, options)
+        done += 1
+        if progress:
+            progress(done, len(files))
+
+    await asyncio.gather(*(one(f) for f in files))
+
+
+def tool_env(pm, path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    pm.hook.silica_tool_env(path=path, env=env)
+    return env
+
+
+async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> None:
+    try:
+        uv = find_uv()
+    except UvNotFound as exc:
+        f.error = str(exc)
+        return
+    raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--toolspec"],
+                            env=tool_env(pm, f.path), cwd=f.path.parent,
+                            timeout=options.spec_timeout, stdout_cap=8 * 1024 * 1024)
+    if raw.error:
+        f.error = raw.error
+    elif raw.timed_out:
+        f.error = f"--toolspec did not finish within {options.spec_timeout:g} s"
+    elif raw.exit_code != 0:
+        tail = raw.stderr_tail(600) or "(no error output)"
+        f.error = f"--toolspec exited with code {raw.exit_code}: {tail}"
+    else:
+        try:
+            f.raw = parse_toolspec_output(raw.stdout)
+        except ValueError as exc:
+            f.error = str(exc)
+            return
+        f.fetched = True
+        cache.put(f.key, f.raw)
+
+
+def parse_toolspec_output(stdout: bytes) -> Any:
+    """The JSON object or array a ``--toolspec`` run printed.
+
+    Stray lines before or after the JSON (a library's warning, say) are tolerated.
+    Raises ``ValueError`` with a message that says what was printed instead.
+    """
+    text = stdout.decode("utf-8", errors="replace").strip()
+    if not text:
+        raise ValueError("--toolspec printed nothing; it must print the tool's spec as JSON")
+    try:
+        return _spec_json(json.loads(text))
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    for line_start in [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]:
+        if text[line_start:line_start + 1] in ("{", "["):
+            try:
+                return _spec_json(decoder.raw_decode(text, line_start)[0])
+            except ValueError:
+                continue
+    head = text[:120].replace("\n", " ")
+    raise ValueError(f"--toolspec printed no JSON spec (it began: {head!r})")
+
+
+def _spec_json(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return value
+    raise ValueError("--toolspec must print a JSON object or an array of objects")
+
+
+async def _tools_of(f: _File, pm, options: DiscoveryOptions) -> list[Tool]:
+    stem = f.path.stem
+    if f.error:
+        return [Tool(stem, f.path, f.folder, ToolStatus.ERROR, f.error, metadata=f.metadata)]
+    items = f.raw if isinstance(f.raw, list) else [f.raw]
+    if not items:
+        return [Tool(stem, f.path, f.folder, ToolStatus.INVALID_SPEC,
+                     "--toolspec printed an empty list", metadata=f.metadata)]
+    tools: list[Tool] = []
+    names: set[str] = set()
+    for i, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else None
+        label = name if isinstance(name, str) and name else f"{stem}[{i}]"
+        tool = Tool(label, f.path, f.folder, ToolStatus.OK, metadata=f.metadata,
+                    file_hash=f.key)
+        if not isinstance(item, dict):
+            tool.status, tool.reason = ToolStatus.INVALID_SPEC, "a spec must be a JSON object"
+        else:
+            try:
+                tool.spec = ToolSpec.model_validate(item)
+            except ValidationError as exc:
+                tool.status = ToolStatus.INVALID_SPEC
+                tool.reason = explain_validation_error(exc)
+        if tool.ok and label in names:
+            tool.status = ToolStatus.INVALID_SPEC
+            tool.reason = f"the name {label!r} is declared twice in this file"
+        names.add(label)
+        tool.multi = isinstance(f.raw, list)
+        tools.append(tool)
+    if f.metadata.requires_auth and any(t.ok for t in tools):
+        ok, message = await _check_authorization(f, pm, options)
+        if not ok:
+            for t in tools:
+                if t.ok:
+                    t.status, t.reason = ToolStatus.NEEDS_AUTHORIZATION, message
+    return tools
+
+
+async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple[bool, str]:
+    """Run ``FILE --authorize``: exit 0 and (JSON ``success`` true, or no JSON) means ok."""
+    try:
+        uv = find_uv()
+    except UvNotFound as exc:
+        return False, str(exc)
+    raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
+                            env=tool_env(pm, f.path), cwd=f.path.parent,
+                            timeout=options.auth_timeout, stdout_cap=1024 * 1024)
+    if raw.timed_out:
+        return False, f"--authorize did not finish within {options.auth_timeout:g} s"
+    if raw.error or raw.exit_code != 0:
+        detail = raw.error or raw.stderr_tail(300) or f"exit code {raw.exit_code}"
+        return False, f"--authorize failed: {detail}"
+    try:
+        answer = json.loads(raw.stdout)
+    except ValueError:
+        return True, ""
+    if isinstance(answer, dict) and not answer.get("success", True):
+        return False, str(answer.get("message") or "--authorize reported no success")
+    return True, ""
+
+
+def _resolve_clashes(tools: list[Tool]) -> None:
+    """Closest folder wins; a same-named tool in the same folder is a duplicate."""
+    winners: dict[str, Tool] = {}
+    for tool in sorted(tools, key=lambda t: (t.folder.precedence, str(t.path))):
+        first = winners.get(tool.name)
+        if first is None:
+            winners[tool.name] = tool
+        elif first.path == tool.path:
+            continue  # declared twice in one file: already marked
+        elif first.folder.precedence == tool.folder.precedence:
+            tool.status = ToolStatus.INVALID_SPEC
+            tool.reason = f"duplicate name {tool.name!r}: {first.path.name} declares it too"
+        else:
+            tool.status = ToolStatus.SHADOWED
+            tool.reason = f"shadowed by {first.path} ({first.folder.origin})"

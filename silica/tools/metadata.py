@@ -1,0 +1,54 @@
+"""The ``Metadata:`` block in a tool file's module docstring, read without running it.
+
+    Metadata:
+        category: web
+        tags: api, weather
+        long_running: false
+        requires_auth: true
+        timeout: 120
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from silica.tools.model import ToolMetadata
+
+_BLOCK = re.compile(r"^Metadata:[ \t]*\n((?:[ \t]+[\w-]+[ \t]*:.*(?:\n|$))*)", re.M | re.I)
+_TRUE = {"true", "yes", "1", "on"}
+
+
+def module_docstring(source: str) -> str:
+    try:
+        return ast.get_docstring(ast.parse(source)) or ""
+    except (SyntaxError, ValueError):
+        return ""
+
+
+def parse_metadata(source: str) -> ToolMetadata:
+    """The metadata of a tool file's source; defaults for anything missing or malformed."""
+    doc = module_docstring(source)
+    match = _BLOCK.search(doc)
+    if not match:
+        return ToolMetadata()
+    meta = ToolMetadata()
+    for line in match.group(1).splitlines():
+        key, _, value = line.strip().partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "category" and value:
+            meta.category = value
+        elif key == "tags":
+            meta.tags = [t.strip() for t in value.split(",") if t.strip()]
+        elif key in ("long_running", "requires_auth"):
+            setattr(meta, key, value.lower() in _TRUE)
+        elif key == "timeout":
+            try:
+                seconds = float(value.rstrip("s").strip())
+            except ValueError:
+                continue
+            if seconds > 0:
+                meta.timeout = seconds
+        elif key:
+            meta.extra[key] = value
+    return meta

@@ -1,0 +1,174 @@
+"""The data of the toolbox: folders, specs, metadata, discovered tools, raw subprocess output."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+_JSON_SCHEMA_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+
+
+@dataclass(frozen=True)
+class ToolFolder:
+    """A folder of tool files. Lower ``precedence`` wins a name clash."""
+
+    path: Path
+    origin: str  # "project", "user", "pack:<name>", ...
+    precedence: int
+
+
+class ToolStatus(StrEnum):
+    OK = "ok"
+    INVALID_SPEC = "invalid spec"
+    ERROR = "error"
+    NEEDS_AUTHORIZATION = "needs authorization"
+    SHADOWED = "shadowed"
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool. Keys starting with ``_`` are silica's own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = Field(min_length=1)
+    input_schema: dict[str, Any]
+    subcommand: str | None = Field(default=None, alias="_subcommand")
+
+    @field_validator("input_schema")
+    @classmethod
+    def _object_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        if schema.get("type") != "object":
+            raise ValueError('must be a JSON schema with "type": "object"')
+        props = schema.get("properties", {})
+        if not isinstance(props, dict):
+            raise ValueError('"properties" must be an object')
+        for pname, pschema in props.items():
+            if not isinstance(pschema, dict):
+                raise ValueError(f"property {pname!r} must be an object schema")
+            ptype = pschema.get("type")
+            types = ptype if isinstance(ptype, list) else [ptype] if ptype else []
+            bad = [t for t in types if t not in _JSON_SCHEMA_TYPES]
+            if bad:
+                raise ValueError(f"property {pname!r} has unknown type {bad[0]!r}")
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise ValueError('"required" must be a list of property names')
+        missing = [r for r in required if r not in props]
+        if missing:
+            raise ValueError(f'"required" names {missing[0]!r}, which is not a property')
+        return schema
+
+    def for_model(self) -> dict[str, Any]:
+        """The spec as a model sees it: name, description, input_schema, nothing of ours."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_schema}
+
+
+def explain_validation_error(err: ValidationError) -> str:
+    """One line per problem, naming the field, for a user to fix their ``--toolspec``."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "spec"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "string_pattern_mismatch":
+            msg = "must be 1-64 letters, digits, '_' or '-'"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+class ToolMetadata(BaseModel):
+    """The ``Metadata:`` block of a tool file's docstring."""
+
+    category: str = "uncategorized"
+    tags: list[str] = Field(default_factory=list)
+    long_running: bool = False
+    requires_auth: bool = False
+    timeout: float | None = None
+    extra: dict[str, str] = Field(default_factory=dict)
+
+
+@dataclass
+class Tool:
+    """One discovered tool: where it lives, its spec if it could be read, and its status."""
+
+    name: str
+    path: Path
+    folder: ToolFolder
+    status: ToolStatus
+    reason: str = ""
+    spec: ToolSpec | None = None
+    metadata: ToolMetadata = field(default_factory=ToolMetadata)
+    file_hash: str = ""
+    multi: bool = False  # declared in a multi-tool file (runs through a subcommand)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ToolStatus.OK
+
+    @property
+    def broken(self) -> bool:
+        """True for statuses a user has to fix (shadowed tools are not broken)."""
+        return self.status in (ToolStatus.INVALID_SPEC, ToolStatus.ERROR)
+
+    def to_row(self) -> dict[str, Any]:
+        """The ``tools list --json`` row."""
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "origin": self.folder.origin,
+            "status": str(self.status),
+            "reason": self.reason,
+            "description": self.spec.description if self.spec else "",
+            "category": self.metadata.category,
+            "tags": self.metadata.tags,
+        }
+
+
+@dataclass
+class RawOutput:
+    """What a subprocess left behind."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    duration: float
+    timed_out: bool = False
+    timeout: float | None = None
+    stdout_cut: bool = False  # stdout passed its cap; the tool was stopped there
+    stderr_dropped: int = 0  # leading stderr bytes not kept (the tail is kept)
+    error: str = ""  # why the process could not run at all
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error) or self.timed_out or self.stdout_cut or self.exit_code != 0
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        text = self.stderr.decode("utf-8", errors="replace").strip()
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)  # colour codes help nobody here
+        # cyclopts draws its errors in a box; the model and the user need only the words.
+        text = re.sub(r"[ \t]*[╭╮╰╯─│]+[ \t]*", " ", text)
+        text = "\n".join(line.strip() for line in text.splitlines() if line.strip())
+        return text if len(text) <= limit else "..." + text[-limit:]
+
+    def problems(self) -> list[str]:
+        """Sentences for what went wrong, for the model and the user (empty on success)."""
+        out = []
+        if self.error:
+            out.append(f"[{self.error}]")
+        elif self.timed_out:
+            out.append(f"[the tool timed out after {self.timeout:g} s and was stopped]")
+        elif self.stdout_cut:
+            out.append(f"[output cut: the tool printed more than the {len(self.stdout)}-byte "
+                       "cap and was stopped there]")
+        elif self.exit_code != 0:
+            out.append(f"[the tool exited with code {self.exit_code}]")
+        if self.failed and self.stderr.strip():
+            out.append("stderr:\n" + self.stderr_tail())
+        return out

@@ -1,0 +1,133 @@
+"""The Toolbox: the one object a program needs to find and call user tools.
+
+    box = Toolbox()
+    for tool in box.discover().tools: ...
+    result = box.call("chart", {"values": [3, 1, 4]})      # or: await box.acall(...)
+
+Discovery runs once per Toolbox (``refresh()`` re-reads); every call runs the file that won
+discovery. A failing tool, a bad input or a tool that vanished gives a ``ToolResult`` with
+``is_error`` set and a message that says what happened, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import sys
+from pathlib import Path
+
+import pluggy
+
+from silica.blocks import ToolResult
+from silica.errors import InvalidInput, ToolNotFound, UvNotFound
+from silica.paths import cache_dir, silica_home
+from silica.plugins import get_plugin_manager
+from silica.results.pipeline import build_result
+from silica.tools.argv import build_arguments, subcommand_for
+from silica.tools.cache import SpecCache
+from silica.tools.discovery import Discovery, DiscoveryOptions, Progress, discover, tool_env
+from silica.tools.model import Tool, ToolStatus
+from silica.tools.runner import DEFAULT_STDOUT_CAP, run_process
+from silica.tools.uvbin import find_uv
+
+DEFAULT_TIMEOUT = 60.0
+
+
+class Toolbox:
+    """User tools seen from one working directory."""
+
+    def __init__(self, cwd: Path | None = None, home: Path | None = None,
+                 pm: pluggy.PluginManager | None = None,
+                 options: DiscoveryOptions | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, stdout_cap: int = DEFAULT_STDOUT_CAP) -> None:
+        self.cwd = (cwd or Path.cwd()).resolve()
+        self.home = home or silica_home()
+        self.pm = pm or get_plugin_manager()
+        self.options = options or DiscoveryOptions()
+        self.timeout = timeout
+        self.stdout_cap = stdout_cap
+        self.cache = SpecCache(cache_dir(self.home) / "specs")
+        self._discovery: Discovery | None = None
+
+    # -- discovery ----------------------------------------------------------------------
+
+    async def adiscover(self, progress: Progress | None = None) -> Discovery:
+        if self._discovery is None:
+            self._discovery = await discover(self.pm, self.cwd, self.home, self.cache,
+                                             self.options, progress)
+        return self._discovery
+
+    def discover(self, progress: Progress | None = None) -> Discovery:
+        """Every tool found (cached for this Toolbox; see ``refresh``)."""
+        if self._discovery is None:
+            asyncio.run(self.adiscover(progress))
+        assert self._discovery is not None
+        return self._discovery
+
+    def refresh(self) -> None:
+        """Forget what was discovered; the next use scans the folders again."""
+        self._discovery = None
+
+    def get(self, name: str) -> Tool:
+        """The tool that runs under ``name``; raises ``ToolNotFound`` with near names."""
+        tools = self.discover().runnable()
+        if name in tools:
+            return tools[name]
+        near = difflib.get_close_matches(name, list(tools), n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else \
+            "; run 'silica tools list' to see the tools"
+        raise ToolNotFound(f"no tool named {name!r}{hint}")
+
+    def specs(self) -> list[dict]:
+        """What a model is told: the specs of every runnable tool."""
+        return [t.spec.for_model() for t in self.discover().runnable().values()
+                if t.ok and t.spec]
+
+    # -- calling ------------------------------------------------------------------------
+
+    async def acall(self, name: str, arguments: dict | None = None) -> ToolResult:
+        """Run tool ``name`` with ``arguments`` (the model's JSON input)."""
+        await self.adiscover()
+        try:
+            tool = self.get(name)
+        except ToolNotFound as exc:
+            return ToolResult.error(str(exc))
+        result = await self._run(tool, arguments)
+        self._observe(tool, arguments or {}, result)
+        return result
+
+    def call(self, name: str, arguments: dict | None = None) -> ToolResult:
+        return asyncio.run(self.acall(name, arguments))
+
+    async def _run(self, tool: Tool, arguments: dict | None) -> ToolResult:
+        if tool.status is ToolStatus.NEEDS_AUTHORIZATION:
+            return ToolResult.error(
+                f"{tool.name} needs authorization: {tool.reason}. "
+                f"Run 'uv run --script {tool.path} --authorize' to authorize it.")
+        if not tool.ok or tool.spec is None:
+            return ToolResult.error(f"{tool.name} cannot run ({tool.status}): {tool.reason}")
+        if not tool.path.is_file():
+            return ToolResult.error(
+                f"the file of {tool.name} ({tool.path}) is gone since the tools were "
+                "discovered; run 'silica tools list' to see what is there now")
+        try:
+            uv = find_uv()
+            tokens = build_arguments(tool.spec, arguments)
+        except (UvNotFound, InvalidInput) as exc:
+            return ToolResult.error(str(exc))
+        sub = subcommand_for(tool.spec, tool.path, tool.multi)
+        argv = [uv, "run", "--quiet", "--script", str(tool.path), *([sub] if sub else []),
+                *tokens]
+        raw = await run_process(argv, env=tool_env(self.pm, tool.path), cwd=tool.path.parent,
+                                timeout=tool.metadata.timeout or self.timeout,
+                                stdout_cap=self.stdout_cap)
+        return build_result(raw, self.pm)
+
+    def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
+        given = {"tool": tool, "arguments": arguments, "result": result}
+        for impl in self.pm.hook.silica_tool_result.get_hookimpls():
+            try:
+                impl.function(**{k: given[k] for k in impl.argnames})
+            except Exception as exc:  # an observer must not change or lose the result
+                print(f"silica: tool-result observer {impl.plugin_name!r} failed: {exc}",
+                      file=sys.stderr)

@@ -1,0 +1,120 @@
+"""Shared fixtures: an isolated silica home, a project folder, and tool files written to disk.
+
+Every test runs with its own ``SILICA_HOME`` and working directory, so nothing touches the
+real ``~/.silica``; tools are real files run by the real ``uv``.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from silica.tools.uvbin import find_uv
+
+HEADER = """\
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [{deps}]
+# ///
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".git").mkdir()  # the project is a repository: discovery stops here
+    monkeypatch.setenv("SILICA_HOME", str(home))
+    monkeypatch.delenv("SILICA_TOOLS_DIR", raising=False)
+    monkeypatch.delenv("SILICA_UV", raising=False)
+    monkeypatch.delenv("SILICA_TOOL_ENV_WITHHOLD", raising=False)
+    monkeypatch.delenv("SILICA_LOAD_PLUGINS", raising=False)
+    monkeypatch.chdir(project)
+    find_uv.cache_clear()
+    yield
+    find_uv.cache_clear()
+
+
+@pytest.fixture
+def home() -> Path:
+    import os
+
+    return Path(os.environ["SILICA_HOME"])
+
+
+@pytest.fixture
+def user_tools(home) -> Path:
+    folder = home / "tools"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return tmp_path / "project"
+
+
+def write_tool(folder: Path, filename: str, source: str, deps: str = '"cyclopts>=3"') -> Path:
+    """Write a tool file: a PEP 723 header with ``deps``, then ``source`` (dedented)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / filename
+    path.write_text(HEADER.format(deps=deps) + textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+def cyclopts_tool(folder: Path, name: str, params: str = "text: str = 'hi'",
+                  body: str = "print(text)", doc: str = "Echo some text.",
+                  module_doc: str = "", filename: str | None = None) -> Path:
+    """A realistic single-command tool built like the original silica tools."""
+    source = f'''\
+"""{module_doc or name + ' tool.'}"""
+import json
+import sys
+from pathlib import Path
+
+import cyclopts
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _silica_toolspec import generate_schema
+
+app = cyclopts.App()
+
+
+@app.default
+def {name}({params}):
+    """{doc}"""
+{textwrap.indent(textwrap.dedent(body), "    ")}
+
+
+if __name__ == "__main__":
+    if "--toolspec" in sys.argv:
+        print(json.dumps(generate_schema({name})))
+    else:
+        app()
+'''
+    return write_tool(folder, filename or f"{name}.py", source)
+
+
+def script_tool(folder: Path, filename: str, spec: dict | list | str | None,
+                body: str = "") -> Path:
+    """A dependency-free tool: prints ``spec`` (JSON, or raw text) for --toolspec, else
+    runs ``body``."""
+    printed = spec if isinstance(spec, str) else json.dumps(spec)
+    source = f'''\
+import sys
+if "--toolspec" in sys.argv:
+    sys.stdout.write({printed!r})
+    sys.exit(0)
+{textwrap.dedent(body)}
+'''
+    return write_tool(folder, filename, source, deps="")
+
+
+def simple_spec(name: str, **props) -> dict:
+    return {"name": name, "description": f"the {name} tool",
+            "input_schema": {"type": "object",
+                             "properties": {k: {"type": v} for k, v in props.items()}}}
