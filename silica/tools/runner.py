@@ -60,23 +60,41 @@ async def run_process(
         asyncio.create_task(_pump(proc.stdout, out, capped)),
         asyncio.create_task(_pump(proc.stderr, err, None)),
     ]
-    capped_wait = asyncio.create_task(capped.wait())
-    exited = asyncio.create_task(proc.wait())
+    deadline = time.monotonic() + timeout
+    watchers = {
+        asyncio.create_task(capped.wait()),
+        # Pipes close when the tool exits, unless a child it left behind still holds them:
+        # so the exit itself is watched too.
+        asyncio.ensure_future(asyncio.gather(*readers)),
+        asyncio.create_task(_exit_of(proc)),
+    }
     timed_out = False
     try:
-        done, _ = await asyncio.wait({exited, capped_wait}, timeout=timeout,
+        done, _ = await asyncio.wait(watchers, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         timed_out = not done
+        if done and not out.cut and proc.returncode is None:
+            # Output finished first: the tool closed its pipes and is exiting (or not).
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()),
+                                       max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                timed_out = True
     finally:
         # Stop whatever is left of the tool's process group, whatever happened.
         _kill_group(proc.pid)
-        capped_wait.cancel()
+        for task in watchers:
+            task.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(exited), _DRAIN_GRACE * 4)
-        # A grandchild that escaped the group may still hold a pipe: do not wait forever.
+            await asyncio.wait_for(asyncio.shield(proc.wait()), _DRAIN_GRACE * 4)
+        # A grandchild that left the group may still hold a pipe: do not wait forever.
         _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
         for task in pending:
             task.cancel()
+        # Close the pipes now, not when the transport is collected after its loop is gone.
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
     return RawOutput(
         stdout=out.value(),
         stderr=err.value(),
@@ -87,6 +105,12 @@ async def run_process(
         stdout_cut=out.cut,
         stderr_dropped=err.dropped,
     )
+
+
+async def _exit_of(proc: asyncio.subprocess.Process) -> None:
+    """Resolve once the process itself has exited, even while its pipes are still open."""
+    while proc.returncode is None:
+        await asyncio.sleep(0.05)
 
 
 def _kill_group(pid: int) -> None:
