@@ -1,0 +1,144 @@
+"""The plugin contract: a plugin registered for one test changes what a user sees."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+from conftest import script_tool, simple_spec
+
+from silica.hookspecs import hookimpl
+from silica.plugins import DEFAULT_PLUGINS, build_plugin_manager, get_plugin_manager
+from silica.tools.model import ToolFolder
+from silica.tools.toolbox import Toolbox
+
+
+@pytest.fixture
+def register():
+    pm = get_plugin_manager()
+    added = []
+
+    def add(plugin):
+        pm.register(plugin)
+        added.append(plugin)
+        return plugin
+
+    yield add
+    for plugin in added:
+        pm.unregister(plugin)
+
+
+def test_default_plugins_are_registered_like_any_other():
+    pm = build_plugin_manager()
+    assert all(pm.get_plugin(name) is not None for name in DEFAULT_PLUGINS)
+
+
+def test_a_plugin_adds_a_tool_folder(register, tmp_path):
+    extra = tmp_path / "team-tools"
+    script_tool(extra, "team.py", simple_spec("team"), body="print('from the team')")
+
+    class TeamFolder:
+        @hookimpl
+        def silica_tool_folders(self, cwd, home):
+            return [ToolFolder(extra, "team", 1000)]
+
+    register(TeamFolder())
+    box = Toolbox()
+    assert box.discover().runnable()["team"].folder.origin == "team"
+    assert box.call("team", {}).text.strip() == "from the team"
+
+
+def test_a_plugin_result_processor_runs_in_order(register, user_tools):
+    script_tool(user_tools, "shout.py", simple_spec("shout"), body="print('quiet words')")
+    seen = []
+
+    class Upper:
+        @hookimpl
+        def silica_result_processors(self, register):
+            def process(draft):
+                seen.append(draft.text)
+                draft.text = draft.text.upper()
+            register("upper", 150, process)
+
+    register(Upper())
+    assert Toolbox().call("shout", {}).text.strip() == "QUIET WORDS"
+    assert seen == ["quiet words\n"]
+
+
+def test_a_failing_processor_is_reported_and_the_output_kept(register, user_tools):
+    script_tool(user_tools, "t.py", simple_spec("t"), body="print('still here')")
+
+    class Broken:
+        @hookimpl
+        def silica_result_processors(self, register):
+            def process(draft):
+                draft.text = ""
+                raise RuntimeError("boom")
+            register("broken", 10, process)
+
+    register(Broken())
+    result = Toolbox().call("t", {})
+    assert "still here" in result.text
+    assert "result processor 'broken' failed and was skipped: boom" in result.text
+
+
+def test_a_plugin_changes_the_tool_environment(register, user_tools):
+    body = "import os\nprint(os.environ.get('TEAM_REGION'))"
+    script_tool(user_tools, "env.py", simple_spec("env"), body=body)
+
+    class Region:
+        @hookimpl
+        def silica_tool_env(self, path, env):
+            env["TEAM_REGION"] = "eu-north"
+
+    register(Region())
+    assert Toolbox().call("env", {}).text.strip() == "eu-north"
+
+
+def test_result_observers_see_every_call_and_a_raising_one_changes_nothing(
+        register, user_tools, capsys):
+    script_tool(user_tools, "t.py", simple_spec("t"), body="print('ok')")
+    seen = []
+
+    class Watcher:
+        @hookimpl
+        def silica_tool_result(self, tool, result):
+            seen.append((tool.name, result.is_error))
+
+    class Faulty:
+        @hookimpl
+        def silica_tool_result(self, tool, arguments, result):
+            raise RuntimeError("observer broke")
+
+    register(Watcher())
+    register(Faulty())
+    result = Toolbox().call("t", {})
+    assert result.text.strip() == "ok" and not result.is_error
+    assert seen == [("t", False)]
+    assert "observer broke" in capsys.readouterr().err
+
+
+def test_entry_point_plugins_obey_the_allow_list(tmp_path, monkeypatch):
+    dist = tmp_path / "site" / "teamplugin-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: teamplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[silica]\nteam = teamplugin\n")
+    (tmp_path / "site" / "teamplugin.py").write_text(textwrap.dedent("""
+        from silica.hookspecs import hookimpl
+
+        @hookimpl
+        def silica_tool_env(path, env):
+            env["FROM_TEAM_PLUGIN"] = "1"
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "teamplugin", raising=False)
+    assert build_plugin_manager().get_plugin("team") is not None
+    monkeypatch.setenv("SILICA_LOAD_PLUGINS", "someone-else")
+    assert build_plugin_manager().get_plugin("team") is None
+    monkeypatch.setenv("SILICA_LOAD_PLUGINS", "team")
+    pm = build_plugin_manager()
+    env: dict[str, str] = {}
+    pm.hook.silica_tool_env(path=tmp_path, env=env)
+    assert env["FROM_TEAM_PLUGIN"] == "1" and json.dumps(env)
