@@ -1,14 +1,15 @@
-"""Default image preparation: sniff the bytes and keep only formats models accept."""
+"""Default image preparation: sniff, decode fully, convert and fit to the default limits.
 
-from silica.blocks import ImageBlock, TextBlock
+Images are prepared once, when a tool's result is built, against ``ANTHROPIC`` limits (the
+strictest on bytes among the vision providers); a provider with other limits fits them again
+when it builds its request.
+"""
+
 from silica.hookspecs import hookimpl
-from silica.images.sniff import SENDABLE, sniff_media_type
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def silica_prepare_image(payload):
-    actual = sniff_media_type(payload.data)
-    if actual not in SENDABLE:
-        what = actual or "data of no known image format"
-        return TextBlock(text=f"[image dropped: {what} cannot be sent to the model]")
-    return ImageBlock(media_type=actual, data=payload.data, source=payload.source)
+    from silica.images.check import prepare_image  # Pillow is imported only when needed
+
+    return prepare_image(payload)
