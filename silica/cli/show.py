@@ -31,11 +31,12 @@ def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
 def describe_image(image: ImageBlock, saved: Path | None) -> str:
     from silica.images.tokens import estimate_tokens
 
-    size = f"{image.width}x{image.height} px" if image.width and image.height else "size unknown"
-    tokens = estimate_tokens(image.width, image.height) if image.width and image.height else 0
+    w, h = image.width or 0, image.height or 0
+    size = f"{w}x{h} px" if w and h else "size unknown"
+    tokens = ", ".join(f"{estimate_tokens(w, h, p):,} {p}" for p in ("anthropic", "openai"))
     where = f", saved to {saved}" if saved else ""
     return (f"[image: {image.media_type}, {size}, {len(image.data):,} bytes, "
-            f"~{tokens:,} tokens{where}]")
+            f"~tokens: {tokens}{where}]")
 
 
 def show_result(result: ToolResult, saved: list[Path | None]) -> None:
