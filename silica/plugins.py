@@ -19,6 +19,7 @@ from silica import hookspecs
 DEFAULT_PLUGINS = (
     "silica.default_plugins.tool_folders",
     "silica.default_plugins.tool_env",
+    "silica.default_plugins.terminal_images",
     "silica.default_plugins.json_images",
     "silica.default_plugins.image_check",
 )

@@ -59,7 +59,8 @@ def test_spec_prints_what_the_model_sees(examples):
     spec = json.loads(done.stdout)
     assert spec["name"] == "chart"
     assert spec["input_schema"]["properties"]["values"] == {
-        "type": "array", "items": {"type": "number"}, "description": "The numbers to plot, in order."}
+        "type": "array", "items": {"type": "number"},
+        "description": "The numbers to plot, in order."}
     assert spec["input_schema"]["required"] == ["values"]
     assert spec["input_schema"]["properties"]["kind"]["enum"] == ["bar", "line"]
 
@@ -151,11 +152,11 @@ def test_spec_of_a_broken_tool_says_why(user_tools):
 
 @pytest.mark.parametrize("argv", [["--version"], ["tools", "list", "--json"]])
 def test_light_commands_import_neither_anthropic_nor_pillow(examples, argv):
-    code = ("import sys; sys.argv = ['silica', *%r]\n"
+    code = (f"import sys; sys.argv = ['silica', *{argv!r}]\n"
             "from silica.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'PIL'))\n"
-            "print('HEAVY', heavy, file=sys.stderr)\n") % (argv,)
+            "print('HEAVY', heavy, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert "HEAVY []" in done.stderr, done.stderr

@@ -7,8 +7,9 @@ JSON_ORDER = 200
 
 
 def process(draft) -> None:
-    draft.text, images = extract_json_images(draft.text)
-    draft.images.extend(images)
+    found = extract_json_images(draft.text)
+    draft.text = found.text
+    draft.images.extend(found.images)
 
 
 @hookimpl

@@ -11,7 +11,7 @@ import os
 
 from silica.hookspecs import hookimpl
 
-AGENT_GRAPHICS = "kitty"
+AGENT_GRAPHICS = "kitty,iterm2"
 WITHHOLD_VAR = "SILICA_TOOL_ENV_WITHHOLD"
 
 

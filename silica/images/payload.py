@@ -16,3 +16,17 @@ class ImagePayload:
     data: bytes
     declared_type: str | None = None
     source: str = ""
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What an extractor (JSON fields, kitty, iTerm2) found in a text.
+
+    ``text`` is the input with the images taken out; every other character is kept in
+    order, unchanged, and each image that could not be extracted leaves one short marker in
+    brackets where it was (``[kitty image dropped: invalid base64]``). ``images`` holds the
+    extracted images in the order they completed.
+    """
+
+    text: str
+    images: list[ImagePayload]

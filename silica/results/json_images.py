@@ -13,37 +13,38 @@ text block, without the image data.
 
 from __future__ import annotations
 
-import binascii
 import json
 import re
 from typing import Any
 
-from silica.images.payload import ImagePayload
+from silica.images.payload import Extraction, ImagePayload
 from silica.images.sniff import normalize_media_type, sniff_media_type
+from silica.results.escapes import decode_base64
 
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
 _MAX_CANDIDATES = 32  # JSON documents tried when the output is not JSON as a whole
 
 
-def extract_json_images(text: str) -> tuple[str, list[ImagePayload]]:
+def extract_json_images(text: str) -> Extraction:
     """Find a JSON object in ``text`` and take its images out.
 
-    Returns ``(text, images)``. Where the output holds no JSON object with image fields,
-    ``text`` is returned unchanged and ``images`` is empty. Image data that is not valid
-    base64 is replaced by a ``[image dropped: ...]`` notice. Never raises on any text.
+    Where the output holds no JSON object with image fields, the text comes back unchanged
+    and there are no images. Otherwise the text is the lines around the JSON plus the JSON
+    without its image data (indented), and image data that is not valid base64 is replaced
+    by an ``[image dropped: ...]`` notice. Never raises on any text.
     """
     found = _find_json_object(text)
     if found is None:
-        return text, []
+        return Extraction(text, [])
     start, end, doc = found
     images: list[ImagePayload] = []
     notices: list[str] = []
     rest = _take_images(doc, images, notices)
     if not images and not notices:
-        return text, []
+        return Extraction(text, [])
     middle = json.dumps(rest, indent=2, ensure_ascii=False) if rest else ""
     pieces = [text[:start].rstrip("\n"), middle, *notices, text[end:].lstrip("\n")]
-    return "\n".join(p for p in pieces if p.strip()), images
+    return Extraction("\n".join(p for p in pieces if p.strip()), images)
 
 
 def _find_json_object(text: str) -> tuple[int, int, dict] | None:
@@ -132,11 +133,8 @@ def _take_one(obj: dict, images: list[ImagePayload], notices: list[str], where: 
     if url:
         declared = normalize_media_type(url.group(1)) or declared
         value = value[url.end():]
-    try:
-        data = binascii.a2b_base64(value, strict_mode=False) if value.strip() else b""
-        ok = _is_base64(value)
-    except (binascii.Error, ValueError):
-        data, ok = b"", False
+    decoded = decode_base64(value)
+    data, ok = decoded or b"", decoded is not None
     looks_like_image = (declared or "").startswith("image/") or bool(url)
     if not ok or not data:
         if looks_like_image:
@@ -148,11 +146,3 @@ def _take_one(obj: dict, images: list[ImagePayload], notices: list[str], where: 
         return False
     images.append(ImagePayload(data=data, declared_type=declared, source="json"))
     return True
-
-
-_B64_TEXT = re.compile(r"^[A-Za-z0-9+/\s]*={0,2}\s*$")
-
-
-def _is_base64(value: str) -> bool:
-    """Whether ``value`` uses only the standard base64 alphabet (whitespace allowed)."""
-    return _B64_TEXT.match(value) is not None

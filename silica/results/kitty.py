@@ -1,0 +1,255 @@
+"""Images a tool drew with the kitty graphics protocol, taken out of its text.
+
+The protocol: ``ESC _ G <key>=<value>,... ; <base64 payload> ESC \\`` (or ending in BEL),
+https://sw.kovidgoyal.net/kitty/graphics-protocol/. This module reads the stream as kitty
+would, and leaves everything that is not a graphics sequence in the text as it was.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import unicodedata
+import zlib
+
+from silica.images.payload import ImagePayload
+from silica.results.escapes import (
+    MAX_DECODED_BYTES,
+    Base64Stream,
+    Extraction,
+    StreamExtractor,
+    safe,
+    string_end,
+)
+
+__all__ = ["Extraction", "extract_kitty"]
+
+# What an unterminated command is taken to be: its keys, then its base64, and no further.
+_HEADER = re.compile(r"[A-Za-z0-9,=\-]*(?:;[A-Za-z0-9+/=]*)?")
+_PLACEHOLDER = "\U0010eeee"
+_TRANSMIT = ("t", "T", "f")  # actions that carry image data (f: an animation frame)
+_NOT_INLINE = "image not transferred inline (kitty t={}): not shown"
+
+
+def extract_kitty(text: str) -> Extraction:
+    """Take the images that kitty graphics sequences carry out of ``text``.
+
+    Callers may rely on this:
+
+    - It never raises, and takes time and memory in proportion to ``text``.
+    - Every graphics sequence (``ESC _ G ... ESC \\`` or ``... BEL``, also inside tmux and
+      GNU screen passthrough) is removed, and so are Unicode placeholders (U+10EEEE and the
+      combining marks after each). Everything else stays, character for character.
+    - Each image transmitted inline (``a=t``, ``a=T``; chunked with ``m=1``; PNG ``f=100``,
+      or raw ``f=24``/``f=32`` pixels, which come out as PNG; ``o=z`` compressed) is one
+      ``ImagePayload`` with ``source="kitty"`` and ``declared_type="image/png"``, in the
+      order the transfers completed. An id (``i=``) sent twice gives one image: the later,
+      where the two differ.
+    - Queries, placements, deletions and animation control are removed without a trace. An
+      image that can't be had (not sent inline, bad base64, wrong pixel count, deleted or
+      unfinished mid-transfer, over 64 MiB of base64...) leaves one bracketed marker where
+      its transfer began, saying what and why.
+    - A sequence cut off (no BEL or ST before the next ESC or the end) loses only its keys
+      and base64 that run on from ``ESC _ G``; the text after them stays.
+    """
+    if "\x1b" not in text:
+        return Extraction(text=_strip_placeholders(text), images=[])
+    extractor = _Kitty()
+    extractor.feed(text)
+    return extractor.finish()
+
+
+def _strip_placeholders(text: str) -> str:
+    """Remove U+10EEEE and the combining marks (row, column, id diacritics) after each."""
+    if _PLACEHOLDER not in text:
+        return text
+    out: list[str] = []
+    pos, n = 0, len(text)
+    while True:
+        i = text.find(_PLACEHOLDER, pos)
+        if i < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:i])
+        pos = i + 1
+        while pos < n and unicodedata.combining(text[pos]):
+            pos += 1
+
+
+def _int(value: str | None) -> int | None:
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 12:
+        return None
+    return int(value)
+
+
+class _Transfer:
+    """One command's worth of image data, perhaps spread over many chunks."""
+
+    __slots__ = ("keys", "kind", "slot", "b64")
+
+    def __init__(self, keys: dict[str, str], kind: str, slot: int) -> None:
+        self.keys, self.kind, self.slot = keys, kind, slot
+        self.b64 = Base64Stream(decode=kind == "image")
+
+    def add(self, text: str, start: int, end: int, cut: bool) -> None:
+        if cut:
+            self.b64.fail("escape sequence cut off")
+        self.b64.feed(text, start, end)
+
+    def image(self) -> tuple[bytes, None] | tuple[None, str]:
+        """The image's bytes as PNG, or why there are none."""
+        data = self.b64.finish()
+        if data is None:
+            return None, self.b64.error or "invalid base64"
+        compression = self.keys.get("o")
+        if compression == "z":
+            try:
+                inflater = zlib.decompressobj()
+                data = inflater.decompress(data, MAX_DECODED_BYTES)
+            except zlib.error:
+                return None, "bad zlib data (o=z)"
+            if inflater.unconsumed_tail:
+                return None, "over 256 MiB once decompressed"
+            if not inflater.eof:
+                return None, "zlib data cut short (o=z)"
+        elif compression:
+            return None, f"unknown compression o={safe(compression, 8)}"
+        if not data:
+            return None, "no data"
+        fmt = self.keys.get("f", "32")
+        if fmt == "100":
+            return data, None
+        if fmt not in ("24", "32"):
+            return None, f"unknown format f={safe(fmt, 8)}"
+        channels = 3 if fmt == "24" else 4
+        width, height = _int(self.keys.get("s")), _int(self.keys.get("v"))
+        if not width or not height:
+            return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
+        if width * height * channels != len(data):
+            return None, f"{len(data)} bytes of f={fmt} pixels do not make s={width} v={height}"
+        return _png(data, width, height, channels), None
+
+
+def _png(pixels: bytes, width: int, height: int, channels: int) -> bytes:
+    """Raw 8-bit RGB (3 channels) or RGBA (4) pixels, row after row, as PNG bytes."""
+    stride = width * channels
+    rows = bytearray((stride + 1) * height)  # each row: filter byte 0, then its pixels
+    view = memoryview(pixels)
+    for y in range(height):
+        at = y * (stride + 1) + 1
+        rows[at : at + stride] = view[y * stride : (y + 1) * stride]
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2 if channels == 3 else 6, 0, 0, 0)
+    return b"".join(
+        (
+            b"\x89PNG\r\n\x1a\n",
+            chunk(b"IHDR", header),
+            chunk(b"IDAT", zlib.compress(rows, 6)),
+            chunk(b"IEND", b""),
+        )
+    )
+
+
+class _Kitty(StreamExtractor):
+    source = "kitty"
+    direct = "_G"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loading: _Transfer | None = None  # a chunked transfer under way
+        self.by_id: dict[int, tuple[int, int, bytes]] = {}  # i= -> (image index, slot, bytes)
+
+    def sequence(self, text: str, start: int, body: int) -> int:
+        stop, end = string_end(text, body)
+        cut = end < 0
+        if cut:  # take only what can belong to a graphics command
+            stop = end = _HEADER.match(text, body, stop).end()
+        semi = text.find(";", body, stop)
+        control = text[body : semi if semi >= 0 else stop]
+        keys: dict[str, str] = {}
+        for item in control.split(","):
+            key, eq, value = item.partition("=")
+            if eq:
+                keys[key] = value
+        self.command(keys, text, semi + 1 if semi >= 0 else stop, stop, cut)
+        return end
+
+    def command(self, keys: dict[str, str], text: str, start: int, end: int, cut: bool) -> None:
+        action = keys.get("a", "t")
+        more = keys.get("m") == "1"
+        medium = keys.get("t", "d")
+        loading = self.loading
+        if loading is not None and action in _TRANSMIT and medium == "d":
+            # A chunk after the first: only m= counts, whatever else it repeats.
+            loading.add(text, start, end, cut)
+            if not more:
+                self.loading = None
+                self.complete(loading)
+            return
+        if action == "d":
+            if loading is not None and _deletes(keys, loading.keys):
+                loading.b64.fail("deleted before its transfer finished")
+                self.loading = None
+                self.complete(loading)
+            return
+        if action not in _TRANSMIT and action != "q":
+            return  # placement, animation control, composition...: nothing to show
+        if medium != "d":
+            if action == "f":
+                self.out.append(self.note("kitty animation frame: not shown"))
+            elif action != "q":
+                self.out.append(self.note(_NOT_INLINE.format(safe(medium, 8))))
+            return
+        kind = "query" if action == "q" else "frame" if action == "f" else "image"
+        transfer = _Transfer(keys, kind, self.slot())
+        transfer.add(text, start, end, cut)
+        if more:
+            self.loading = transfer
+        else:
+            self.complete(transfer)
+
+    def complete(self, transfer: _Transfer) -> None:
+        if transfer.kind == "query":
+            return
+        if transfer.kind == "frame":
+            self.fill(transfer.slot, self.note("kitty animation frame: not shown"))
+            return
+        data, why = transfer.image()
+        if data is None:
+            self.fill(transfer.slot, self.note(f"kitty image dropped: {why}"))
+            return
+        image_id = _int(transfer.keys.get("i"))
+        if image_id:
+            earlier = self.by_id.get(image_id)
+            if earlier is not None:
+                index, slot, old = earlier
+                if old == data:
+                    return  # the same image again
+                self.remove_image(index)
+                self.fill(slot, self.note(f"kitty image i={image_id} dropped: sent again, changed"))
+        index = self.add_image(ImagePayload(data=data, declared_type="image/png", source="kitty"))
+        if image_id:
+            self.by_id[image_id] = (index, transfer.slot, data)
+
+    def finish(self) -> Extraction:
+        if self.loading is not None:
+            self.loading.b64.fail("transfer not finished at the end of the output")
+            self.complete(self.loading)
+            self.loading = None
+        return self.result(_strip_placeholders("".join(self.out)))
+
+
+def _deletes(keys: dict[str, str], loading: dict[str, str]) -> bool:
+    """Whether delete command ``keys`` names the image being loaded (by i= or I=)."""
+    what = keys.get("d", "a").lower()
+    if what == "i":
+        target = _int(keys.get("i"))
+        return bool(target) and target == _int(loading.get("i"))
+    if what == "n":
+        target = _int(keys.get("I"))
+        return bool(target) and target == _int(loading.get("I"))
+    return False
