@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from silica.blocks import Block
+    from silica.images.limits import ImageLimits
     from silica.images.payload import ImagePayload
     from silica.results.pipeline import ResultDraft
     from silica.tools.model import Tool, ToolFolder
@@ -69,13 +70,13 @@ def silica_result_processors(register: Callable[[str, int, Callable[[ResultDraft
 
 
 @hookspec(firstresult=True)
-def silica_prepare_image(payload: ImagePayload) -> Block | None:
+def silica_prepare_image(payload: ImagePayload, limits: ImageLimits) -> Block | None:
     """Turn an extracted image into the block a model will see.
 
-    Called once per image a processor found. Return an ``ImageBlock`` for an image that is
-    safe to send, or a ``TextBlock`` that says what was dropped and why. The first plugin
-    that returns a block decides; the default plugin sniffs the bytes and keeps only
-    formats every vision provider accepts.
+    Called once per image a processor found, with the limits of the provider the result is
+    for. Return an ``ImageBlock`` that fits ``limits``, or a ``TextBlock`` that says what
+    was dropped and why. The first plugin that returns a block decides; the default plugin
+    sniffs, decodes fully, converts and scales (``silica.images.check.prepare_image``).
     """
 
 

@@ -160,3 +160,21 @@ def test_light_commands_import_neither_anthropic_nor_pillow(examples, argv):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert "HEAVY []" in done.stderr, done.stderr
+
+
+def test_run_fits_images_to_the_chosen_provider(user_tools):
+    buf = io.BytesIO()
+    Image.new("RGB", (3000, 1000), (10, 120, 200)).save(buf, format="WEBP")
+    payload = json.dumps({"base64": base64.b64encode(buf.getvalue()).decode()})
+    script_tool(user_tools, "wide.py", simple_spec("wide"), body=f"print({payload!r})")
+
+    def image_of(provider):
+        done = silica("tools", "run", "wide", "--json", "--provider", provider)
+        [image] = [b for b in json.loads(done.stdout)["content"] if b["type"] == "image"]
+        with Image.open(io.BytesIO(base64.b64decode(image["source"]["data"]))) as img:
+            return image["source"]["media_type"], img.size
+
+    assert image_of("anthropic")[1] == (1568, 522)  # the long side Anthropic would use
+    media, size = image_of("ollama")
+    assert media == "image/png" and max(size) <= 1568  # Ollama takes PNG and JPEG only
+    assert image_of("openai")[1] == (2048, 683)  # 2048 long side first; 683 < 768 short

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 from rich.table import Table
@@ -119,6 +119,7 @@ def run(
     input_: Annotated[str, Parameter(name="--input")] = "{}",
     json_: Annotated[bool, Parameter(name="--json")] = False,
     save_images: Path | None = None,
+    provider: Literal["anthropic", "openai", "ollama"] = "anthropic",
 ):
     """Run tool NAME with a JSON input, as an agent would, and show what the model gets.
 
@@ -132,6 +133,8 @@ def run(
         Print {"is_error", "content"} with blocks in the Anthropic tool_result form.
     save_images
         Folder to save images to (default: the silica image folder).
+    provider
+        Fit images to this provider's limits.
     """
     from silica.cli.show import save_image, show_result
 
@@ -141,7 +144,9 @@ def run(
         fail(f"--input is not valid JSON ({exc}); pass an object like '{{\"x\": 1}}'", 2)
     if not isinstance(arguments, dict):
         fail("--input must be a JSON object like '{\"x\": 1}'", 2)
-    box = Toolbox()
+    from silica.images.limits import for_provider
+
+    box = Toolbox(image_limits=for_provider(provider))
     _get(name, box)
     result = box.call(name, arguments)
     if json_:

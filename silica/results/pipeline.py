@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pluggy
 
 from silica.blocks import Block, TextBlock, ToolResult
+from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.tools.model import RawOutput
 
@@ -38,8 +39,10 @@ def result_processors(pm: pluggy.PluginManager) -> list[ResultProcessor]:
     return sorted(found, key=lambda p: p.order)
 
 
-def build_result(raw: RawOutput, pm: pluggy.PluginManager) -> ToolResult:
-    """Run the processors over ``raw.stdout``; images go through ``silica_prepare_image``.
+def build_result(raw: RawOutput, pm: pluggy.PluginManager,
+                 limits: ImageLimits = ANTHROPIC) -> ToolResult:
+    """Run the processors over ``raw.stdout``; images go through ``silica_prepare_image``,
+    fitted to ``limits``.
 
     A non-zero exit, a timeout or cut output is reported in a final text block. A processor
     that raises is reported and skipped: the text stays as it was before it ran.
@@ -57,7 +60,7 @@ def build_result(raw: RawOutput, pm: pluggy.PluginManager) -> ToolResult:
     if draft.text.strip():
         blocks.append(TextBlock(text=draft.text))
     for payload in draft.images:
-        block = pm.hook.silica_prepare_image(payload=payload)
+        block = pm.hook.silica_prepare_image(payload=payload, limits=limits)
         if block is not None:
             blocks.append(block)
     notes.extend(raw.problems())

@@ -5,8 +5,9 @@
     result = box.call("chart", {"values": [3, 1, 4]})      # or: await box.acall(...)
 
 Discovery runs once per Toolbox (``refresh()`` re-reads); every call runs the file that won
-discovery. A failing tool, a bad input or a tool that vanished gives a ``ToolResult`` with
-``is_error`` set and a message that says what happened, never an exception.
+discovery. Images in results are fitted to ``image_limits`` (Anthropic's by default). A
+failing tool, a bad input or a tool that vanished gives a ``ToolResult`` with ``is_error``
+set and a message that says what happened, never an exception.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pluggy
 
 from silica.blocks import ToolResult
 from silica.errors import InvalidInput, ToolNotFound, UvNotFound
+from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.paths import cache_dir, silica_home
 from silica.plugins import get_plugin_manager
 from silica.results.pipeline import build_result
@@ -39,13 +41,15 @@ class Toolbox:
     def __init__(self, cwd: Path | None = None, home: Path | None = None,
                  pm: pluggy.PluginManager | None = None,
                  options: DiscoveryOptions | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, stdout_cap: int = DEFAULT_STDOUT_CAP) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, stdout_cap: int = DEFAULT_STDOUT_CAP,
+                 image_limits: ImageLimits = ANTHROPIC) -> None:
         self.cwd = (cwd or Path.cwd()).resolve()
         self.home = home or silica_home()
         self.pm = pm or get_plugin_manager()
         self.options = options or DiscoveryOptions()
         self.timeout = timeout
         self.stdout_cap = stdout_cap
+        self.image_limits = image_limits
         self.cache = SpecCache(cache_dir(self.home) / "specs")
         self._discovery: Discovery | None = None
 
@@ -121,7 +125,7 @@ class Toolbox:
         raw = await run_process(argv, env=tool_env(self.pm, tool.path), cwd=tool.path.parent,
                                 timeout=tool.metadata.timeout or self.timeout,
                                 stdout_cap=self.stdout_cap)
-        return build_result(raw, self.pm)
+        return build_result(raw, self.pm, self.image_limits)
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}
