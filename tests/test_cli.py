@@ -177,4 +177,4 @@ def test_run_fits_images_to_the_chosen_provider(user_tools):
     assert image_of("anthropic")[1] == (1568, 522)  # the long side Anthropic would use
     media, size = image_of("ollama")
     assert media == "image/png" and max(size) <= 1568  # Ollama takes PNG and JPEG only
-    assert image_of("openai")[1] == (2048, 683)  # 2048 long side first; 683 < 768 short
+    assert image_of("openai")[1] == (2048, 682)  # 2048 long side first; 682 < 768 short
