@@ -47,6 +47,31 @@ class ImageBlock(BaseModel):
         }
 
 
+class ImageRef(BaseModel):
+    """An image kept in an ``ImageStore``: what a conversation holds instead of bytes.
+
+    ``id`` is the sha256 of the bytes (hex), so the same image is stored once per session.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    media_type: str
+    bytes: int = Field(ge=0)
+    width: int = Field(ge=1)
+    height: int = Field(ge=1)
+
+
+class ImageRefBlock(BaseModel):
+    """An image in a conversation, by reference; ``alt`` says where it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["image_ref"] = "image_ref"
+    ref: ImageRef
+    alt: str = ""
+
+
 Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
 
 

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from silica.blocks import Block
+    from silica.config import Settings
     from silica.images.limits import ImageLimits
     from silica.images.payload import ImagePayload
+    from silica.providers.base import Provider
     from silica.results.pipeline import ResultDraft
+    from silica.tools.builtin import BuiltinTool
     from silica.tools.model import Tool, ToolFolder
 
 hookspec = pluggy.HookspecMarker("silica")
@@ -39,6 +42,15 @@ def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
     Each ``ToolFolder`` carries a ``precedence``: when two folders hold a tool of the same
     name, the lower precedence wins and the other is listed as shadowed. Folders that do
     not exist may be returned; discovery skips them.
+    """
+
+
+@hookspec
+def silica_builtin_tools(register: Callable[[BuiltinTool], None]) -> None:
+    """Register tools that run inside silica (no subprocess) with ``register(tool)``.
+
+    Called once per discovery. Built-in tools are listed with origin ``builtin`` and lose a
+    name clash to any user, project or pack tool.
     """
 
 
@@ -77,6 +89,19 @@ def silica_prepare_image(payload: ImagePayload, limits: ImageLimits) -> Block | 
     for. Return an ``ImageBlock`` that fits ``limits``, or a ``TextBlock`` that says what
     was dropped and why. The first plugin that returns a block decides; the default plugin
     sniffs, decodes fully, converts and scales (``silica.images.check.prepare_image``).
+    """
+
+
+# -- providers ---------------------------------------------------------------------------
+
+
+@hookspec
+def silica_providers(register: Callable[[str, Callable[[Settings], Provider]], None]) -> None:
+    """Register model providers with ``register(name, factory)``.
+
+    ``factory(settings)`` returns a ``silica.providers.base.Provider``: it formats a
+    provider-neutral ``Request`` for its API and says which models have vision and what image
+    limits they have. Called when the agent picks its provider (``--provider`` / config).
     """
 
 

@@ -1,0 +1,1 @@
+"""The agent: conversation state, image aging, and the loop that calls models and tools."""

@@ -1,0 +1,143 @@
+"""Settings: ``$SILICA_HOME/config.toml``, then environment variables on top.
+
+    provider = "anthropic"          # anthropic, openai, ollama, or a plugin's provider
+    model = "claude-sonnet-4-5"
+    vision = true                   # omit to use the model table
+
+    [aging]
+    full_turns = 1                  # turns whose images are sent at full size
+    lowres_turns = 3                # then this many turns at low resolution
+    lowres_px = 512                 # long side of a low-resolution image
+
+    [images]                        # override the provider's image limits
+    target_long_side = 1568
+
+    [tools]
+    timeout = 60
+    env_withhold = ["*_TOKEN"]
+
+Environment: ``SILICA_PROVIDER``, ``SILICA_MODEL``, ``SILICA_VISION`` (true/false),
+``SILICA_MAX_TURNS``. A bad file or value raises ``ConfigError`` naming the key and the
+problem.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from silica.errors import SilicaError
+from silica.paths import silica_home
+
+CONFIG_NAME = "config.toml"
+
+
+class ConfigError(SilicaError):
+    """The configuration cannot be used; the message names the key and the problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ImageOverrides(_Section):
+    """Fields of ``ImageLimits`` to change for every provider (``None``: keep the provider's)."""
+
+    max_base64_bytes: int | None = Field(default=None, gt=0)
+    max_side: int | None = Field(default=None, gt=0)
+    max_side_many: int | None = Field(default=None, gt=0)
+    target_long_side: int | None = Field(default=None, gt=0)
+    target_megapixels: float | None = Field(default=None, gt=0)
+    max_images_per_request: int | None = Field(default=None, gt=0)
+
+    def apply(self, limits):
+        changes = {k: v for k, v in self.model_dump().items() if v is not None}
+        return limits.replace(**changes) if changes else limits
+
+
+class AgingSettings(_Section):
+    full_turns: int = Field(default=1, ge=1)
+    lowres_turns: int = Field(default=3, ge=0)
+    lowres_px: int = Field(default=512, ge=64, le=4096)
+
+
+class ToolSettings(_Section):
+    timeout: float = Field(default=60.0, gt=0)
+    env_withhold: list[str] = Field(default_factory=list)
+
+
+class ReadFileSettings(_Section):
+    max_text_bytes: int = Field(default=256 * 1024, gt=0)
+    max_image_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    allow_outside_workspace: bool = False
+    allowed_paths: list[Path] = Field(default_factory=list)
+
+
+class StoreSettings(_Section):
+    max_image_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    max_images_per_message: int = Field(default=20, gt=0)
+    max_session_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    keep_days: int = Field(default=30, ge=1)
+
+
+class Settings(_Section):
+    provider: str = "anthropic"
+    model: str | None = None
+    vision: bool | None = None
+    max_turns: int = Field(default=25, ge=1)
+    max_tokens: int = Field(default=4096, ge=1)
+    system: str | None = None
+    images: ImageOverrides = Field(default_factory=ImageOverrides)
+    aging: AgingSettings = Field(default_factory=AgingSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    read_file: ReadFileSettings = Field(default_factory=ReadFileSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+
+
+_ENV = {
+    "SILICA_PROVIDER": "provider",
+    "SILICA_MODEL": "model",
+    "SILICA_VISION": "vision",
+    "SILICA_MAX_TURNS": "max_turns",
+}
+
+
+def load_settings(home: Path | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``<home>/config.toml`` (if present) with the environment on top."""
+    environ = os.environ if environ is None else environ
+    path = (home or silica_home()) / CONFIG_NAME
+    data: dict[str, Any] = {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}; fix the file or move it away") \
+            from exc
+    for var, key in _ENV.items():
+        if environ.get(var):
+            data[key] = environ[var]
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, path, environ)) from exc
+
+
+def _explain(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> str:
+    env_by_key = {v: k for k, v in _ENV.items()}
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        from_env = key in env_by_key and environ.get(env_by_key[key])
+        where = f"${env_by_key[key]}" if from_env else str(path)
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"{where}: {key}: {msg}")
+    return "; ".join(problems)

@@ -1,0 +1,1 @@
+"""Providers: each turns a ``Request`` of content blocks into its wire format and back."""
