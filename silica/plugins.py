@@ -18,7 +18,9 @@ from silica import hookspecs
 
 DEFAULT_PLUGINS = (
     "silica.default_plugins.tool_folders",
+    "silica.default_plugins.pack_folders",
     "silica.default_plugins.tool_env",
+    "silica.default_plugins.builtin_tools",
     "silica.default_plugins.terminal_images",
     "silica.default_plugins.json_images",
     "silica.default_plugins.image_check",

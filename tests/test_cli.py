@@ -42,7 +42,8 @@ def test_list_json_rows(examples):
     done = silica("tools", "list", "--json")
     assert done.returncode == 0, done.stderr
     rows = {r["name"]: r for r in json.loads(done.stdout)}
-    assert set(rows) == {"hello", "chart", "broken"}
+    assert set(rows) == {"hello", "chart", "broken", "read_file"}
+    assert rows["read_file"]["origin"] == "builtin"
     assert rows["hello"]["status"] == "ok" and rows["hello"]["reason"] == ""
     assert rows["hello"]["path"] == str(examples / "hello.py")
     assert rows["broken"]["status"] == "error" and "no JSON" in rows["broken"]["reason"]
@@ -110,7 +111,8 @@ def test_new_tool_is_immediately_ok_and_runs(user_tools):
     done = silica("tools", "new", "greeter")
     assert done.returncode == 0, done.stderr
     rows = json.loads(silica("tools", "list", "--json").stdout)
-    assert [(r["name"], r["status"]) for r in rows] == [("greeter", "ok")]
+    assert [(r["name"], r["status"]) for r in rows if r["origin"] != "builtin"] == [
+        ("greeter", "ok")]
     ran = silica("tools", "run", "greeter", "--input", '{"text": "hi", "repeat": 2}')
     assert json.loads(ran.stdout) == {"result": "hi hi"}
     again = silica("tools", "new", "greeter")

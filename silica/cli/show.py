@@ -1,8 +1,10 @@
-"""Showing a ToolResult in the terminal: text as printed, images as a line of facts each."""
+"""Showing a ToolResult in the terminal: text as printed, images as a line of facts each,
+drawn inline too where the terminal speaks the kitty graphics protocol."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult
@@ -39,11 +41,34 @@ def describe_image(image: ImageBlock, saved: Path | None) -> str:
             f"~tokens: {tokens}{where}]")
 
 
-def show_result(result: ToolResult, saved: list[Path | None]) -> None:
+def show_result(result: ToolResult, saved: list[Path | None], inline: bool | None = None) -> None:
+    """Print ``result``: each image is drawn inline when ``inline`` (default: when
+    ``kitty_supported`` says the terminal can), and always described in one line."""
+    from silica.cli.terminal import kitty_image, kitty_supported
+
     console = err if result.is_error else out
+    if inline is None:
+        inline = kitty_supported(os.environ, _isatty(console.file))
     images = iter(saved)
     for block in result.blocks:
         if isinstance(block, TextBlock):
             console.print(block.text, markup=False, highlight=False)
         elif isinstance(block, ImageBlock):
+            if inline:
+                try:
+                    drawn = kitty_image(block.data)
+                except Exception:  # an image that cannot be drawn is still described
+                    drawn = ""
+                if drawn:
+                    # Past rich, which would escape the sequence; flushed first to keep order.
+                    console.file.flush()
+                    console.file.write(drawn + "\n")
+                    console.file.flush()
             console.print(describe_image(block, next(images, None)), markup=False)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -28,7 +28,7 @@ _STATUS_STYLE = {
 
 
 @contextmanager
-def _progress():
+def spec_progress():
     """A progress bar on stderr for spec fetching; shown only once a fetch starts, and only
     on a terminal (pipes and logs get no bar)."""
     if not err.is_terminal:
@@ -53,15 +53,27 @@ def _progress():
         bar.stop()
 
 
-def _discover() -> Discovery:
-    with _progress() as update:
-        found = Toolbox().discover(progress=update)
+def toolbox(provider: str = "anthropic") -> Toolbox:
+    """A Toolbox with the user's settings (config.toml and environment) applied."""
+    from silica.config import ConfigError, load_settings
+    from silica.images.limits import for_provider
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        fail(str(exc))
+    return Toolbox(settings=settings, image_limits=settings.images.apply(for_provider(provider)))
+
+
+def discover_tools() -> Discovery:
+    with spec_progress() as update:
+        found = toolbox().discover(progress=update)
     for warning in found.warnings:
         err.print(Text.assemble(("warning: ", "yellow"), warning))
     return found
 
 
-def _table(tools: list[Tool]) -> Table:
+def tools_table(tools: list[Tool]) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     for col in ("name", "status", "origin", "description / reason", "path"):
         table.add_column(col, overflow="fold")
@@ -76,28 +88,27 @@ def _table(tools: list[Tool]) -> Table:
 @app.command(name="list")
 def list_tools(*, json_: Annotated[bool, Parameter(name="--json")] = False):
     """List every tool found, with its status, origin and source file."""
-    found = _discover()
+    found = discover_tools()
     if json_:
-        print_json([t.to_row() for t in found.tools])
+        print_json([t.to_row() for t in found.all_tools])
         return
+    out.print(tools_table(found.all_tools))
     if not found.tools:
-        out.print(f"No tools found. Create one with 'silica tools new NAME' (it goes to "
+        err.print(f"No tool files found. Create one with 'silica tools new NAME' (it goes to "
                   f"{user_tools_dir()}).", markup=False)
-        return
-    out.print(_table(found.tools))
 
 
 @app.command
 def check(*, json_: Annotated[bool, Parameter(name="--json")] = False):
     """Validate every tool; exits non-zero if any tool is broken."""
-    found = _discover()
-    broken = [t for t in found.tools if t.broken]
+    found = discover_tools()
+    broken = [t for t in found.all_tools if t.broken]
     if json_:
-        print_json({"ok": not broken, "tools": [t.to_row() for t in found.tools],
+        print_json({"ok": not broken, "tools": [t.to_row() for t in found.all_tools],
                     "warnings": found.warnings})
     else:
-        out.print(_table(found.tools))
-        summary = f"{len(found.tools)} tools, {len(broken)} broken"
+        out.print(tools_table(found.all_tools))
+        summary = f"{len(found.all_tools)} tools, {len(broken)} broken"
         (err if broken else out).print(summary, markup=False)
     if broken:
         raise SystemExit(1)
@@ -144,9 +155,7 @@ def run(
         fail(f"--input is not valid JSON ({exc}); pass an object like '{{\"x\": 1}}'", 2)
     if not isinstance(arguments, dict):
         fail("--input must be a JSON object like '{\"x\": 1}'", 2)
-    from silica.images.limits import for_provider
-
-    box = Toolbox(image_limits=for_provider(provider))
+    box = toolbox(provider)
     _get(name, box)
     result = box.call(name, arguments)
     if json_:
@@ -173,8 +182,8 @@ def new(name: str, *, project: bool = False):
 
 
 def _get(name: str, box: Toolbox | None = None) -> Tool:
-    box = box or Toolbox()
-    with _progress() as update:
+    box = box or toolbox()
+    with spec_progress() as update:
         box.discover(progress=update)
     try:
         return box.get(name)

@@ -4,16 +4,18 @@ Specs are read with ``uv run --script FILE --toolspec``, several files at once u
 bound, each with a timeout. A file whose spec cannot be read still gives a row, named after
 the file, with the reason. When two folders hold a tool of the same name, the folder with
 the lower precedence wins and the other tool is listed as shadowed; the tool that wins is
-the one that runs.
+the one that runs. Built-in tools (``silica_builtin_tools``) are listed too, with origin
+``builtin``; they lose a name clash to any tool file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import pluggy
 from pydantic import ValidationError
 
 from silica.errors import UvNotFound
+from silica.tools.builtin import BuiltinTool
 from silica.tools.cache import SpecCache, spec_cache_key
 from silica.tools.helper import HELPER_NAME, ensure_helper, helper_version
 from silica.tools.metadata import parse_metadata
@@ -38,26 +41,40 @@ from silica.tools.uvbin import find_uv, uv_identity
 
 Progress = Callable[[int, int], None]
 
+# Built-in tools sit after every folder a plugin may add, so any tool file beats them.
+BUILTIN_FOLDER = ToolFolder(Path("<builtin>"), "builtin", 2000)
+
 
 @dataclass
 class DiscoveryOptions:
     spec_timeout: float = 120.0  # the first run of a tool may install its dependencies
     auth_timeout: float = 30.0
     parallel: int = max(4, 2 * (os.cpu_count() or 2))
+    # Names or shell patterns withheld from every tool run's environment (``tool_env``).
+    env_withhold: tuple[str, ...] = ()
 
 
 @dataclass
 class Discovery:
-    """Every tool found, winners and shadowed alike, plus problems with folders."""
+    """Every tool found, winners and shadowed alike, plus problems with folders.
+
+    ``tools`` holds the tools of tool files, ``builtins`` the built-in tools; ``all_tools``
+    is both, in precedence order.
+    """
 
     tools: list[Tool] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     specs_fetched: int = 0  # how many files were run for their spec (cache misses)
+    builtins: list[Tool] = field(default_factory=list)
+
+    @property
+    def all_tools(self) -> list[Tool]:
+        return [*self.tools, *self.builtins]
 
     def runnable(self) -> dict[str, Tool]:
         """The tool that wins each name, by name (tools are in precedence order)."""
         winners: dict[str, Tool] = {}
-        for t in self.tools:
+        for t in self.all_tools:
             if t.status is not ToolStatus.SHADOWED:
                 winners.setdefault(t.name, t)
         return winners
@@ -114,8 +131,48 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
     result.specs_fetched = len(todo)
     for f in files:
         result.tools.extend(await _tools_of(f, pm, options))
-    _resolve_clashes(result.tools)
+    result.builtins = builtin_tools(pm, result.warnings)
+    _resolve_clashes(result.all_tools)
     return result
+
+
+def builtin_tools(pm: pluggy.PluginManager, warnings: list[str]) -> list[Tool]:
+    """The tools plugins register through ``silica_builtin_tools``, in registration order.
+
+    A plugin that raises, or registers something that is not a ``BuiltinTool``, adds a
+    warning; a name registered twice keeps the first and marks the second invalid.
+    """
+    tools: list[Tool] = []
+    for impl in pm.hook.silica_builtin_tools.get_hookimpls():
+        plugin = impl.plugin_name
+        found: list[Any] = []
+        try:
+            impl.function(register=found.append)
+        except Exception as exc:  # a broken plugin must not hide the other tools
+            warnings.append(f"plugin {plugin!r} failed to register built-in tools: {exc}")
+        for builtin in found:
+            if isinstance(builtin, BuiltinTool):
+                tools.append(_builtin_tool(builtin, plugin, tools))
+            else:
+                warnings.append(f"plugin {plugin!r} registered a {type(builtin).__name__}, "
+                                "not a BuiltinTool; it was skipped")
+    return tools
+
+
+def _builtin_tool(builtin: BuiltinTool, plugin: str, earlier: list[Tool]) -> Tool:
+    tool = Tool(builtin.name, BUILTIN_FOLDER.path, BUILTIN_FOLDER, ToolStatus.OK,
+                builtin=builtin)
+    try:
+        tool.spec = ToolSpec.model_validate({"name": builtin.name,
+                                             "description": builtin.description,
+                                             "input_schema": builtin.input_schema})
+    except ValidationError as exc:
+        tool.status, tool.reason = ToolStatus.INVALID_SPEC, explain_validation_error(exc)
+    if tool.ok and any(t.name == builtin.name for t in earlier):
+        tool.status = ToolStatus.INVALID_SPEC
+        tool.reason = (f"the built-in name {builtin.name!r} is registered twice "
+                       f"(again by plugin {plugin!r})")
+    return tool
 
 
 def _scan(folder: ToolFolder, warnings: list[str]) -> list[_File]:
@@ -169,9 +226,14 @@ async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: Discover
     await asyncio.gather(*(one(f) for f in files))
 
 
-def tool_env(pm, path: Path) -> dict[str, str]:
+def tool_env(pm, path: Path, withhold: Sequence[str] = ()) -> dict[str, str]:
+    """The environment the tool file at ``path`` runs with: silica's own, adjusted by the
+    ``silica_tool_env`` plugins, minus every variable matching a name or shell pattern in
+    ``withhold`` (the settings' ``tools.env_withhold``)."""
     env = dict(os.environ)
     pm.hook.silica_tool_env(path=path, env=env)
+    for name in [n for n in env if any(fnmatch.fnmatchcase(n, p) for p in withhold)]:
+        del env[name]
     return env
 
 
@@ -182,7 +244,7 @@ async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> N
         f.error = str(exc)
         return
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--toolspec"],
-                            env=tool_env(pm, f.path), cwd=f.path.parent,
+                            env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
                             timeout=options.spec_timeout, stdout_cap=8 * 1024 * 1024)
     if raw.error:
         f.error = raw.error
@@ -276,7 +338,7 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
     except UvNotFound as exc:
         return False, str(exc)
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
-                            env=tool_env(pm, f.path), cwd=f.path.parent,
+                            env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
                             timeout=options.auth_timeout, stdout_cap=1024 * 1024)
     if raw.timed_out:
         return False, f"--authorize did not finish within {options.auth_timeout:g} s"
@@ -293,15 +355,20 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
 
 
 def _resolve_clashes(tools: list[Tool]) -> None:
-    """Closest folder wins; a same-named tool in the same folder is a duplicate."""
+    """Closest folder wins, built-in tools last; a same-named tool in the same folder is a
+    duplicate."""
     winners: dict[str, Tool] = {}
-    for tool in sorted(tools, key=lambda t: (t.folder.precedence, str(t.path))):
+
+    def rank(t: Tool) -> tuple[bool, int, str]:
+        return t.builtin is not None, t.folder.precedence, str(t.path)
+
+    for tool in sorted(tools, key=rank):
         first = winners.get(tool.name)
         if first is None:
             winners[tool.name] = tool
         elif first.path == tool.path:
-            continue  # declared twice in one file: already marked
-        elif first.folder.precedence == tool.folder.precedence:
+            continue  # declared twice in one file (or registered twice): already marked
+        elif rank(first)[:2] == rank(tool)[:2]:
             tool.status = ToolStatus.INVALID_SPEC
             tool.reason = f"duplicate name {tool.name!r}: {first.path.name} declares it too"
         else:

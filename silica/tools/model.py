@@ -6,9 +6,12 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from silica.tools.builtin import BuiltinTool
 
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 _JSON_SCHEMA_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
@@ -107,6 +110,7 @@ class Tool:
     metadata: ToolMetadata = field(default_factory=ToolMetadata)
     file_hash: str = ""
     multi: bool = False  # declared in a multi-tool file (runs through a subcommand)
+    builtin: BuiltinTool | None = None  # a built-in tool runs in-process, not from ``path``
 
     @property
     def ok(self) -> bool:

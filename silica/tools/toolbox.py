@@ -8,24 +8,34 @@ Discovery runs once per Toolbox (``refresh()`` re-reads); every call runs the fi
 discovery. Images in results are fitted to ``image_limits`` (Anthropic's by default). A
 failing tool, a bad input or a tool that vanished gives a ``ToolResult`` with ``is_error``
 set and a message that says what happened, never an exception.
+
+Built-in tools (``silica_builtin_tools``) run in-process: ``run(arguments, ToolContext)``
+with the Toolbox's ``cwd`` and ``settings``, after the same input checks a tool file gets.
+Every ``ImageBlock`` a built-in returns is passed, as raw bytes, through
+``silica_prepare_image`` with ``image_limits``, so a built-in may return an image of any
+format (``ImageBlock(media_type=..., data=raw_bytes)``) and the model still gets one that fits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import sys
 from pathlib import Path
 
 import pluggy
 
-from silica.blocks import ToolResult
+from silica.blocks import Block, ImageBlock, TextBlock, ToolResult
+from silica.config import Settings
 from silica.errors import InvalidInput, ToolNotFound, UvNotFound
 from silica.images.limits import ANTHROPIC, ImageLimits
+from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
 from silica.plugins import get_plugin_manager
 from silica.results.pipeline import build_result
 from silica.tools.argv import build_arguments, subcommand_for
+from silica.tools.builtin import ToolContext
 from silica.tools.cache import SpecCache
 from silica.tools.discovery import Discovery, DiscoveryOptions, Progress, discover, tool_env
 from silica.tools.model import Tool, ToolStatus
@@ -36,17 +46,30 @@ DEFAULT_TIMEOUT = 60.0
 
 
 class Toolbox:
-    """User tools seen from one working directory."""
+    """User tools seen from one working directory.
+
+    ``settings`` (default: ``Settings()``) supplies the call timeout (``tools.timeout``,
+    unless ``timeout`` is given), variables withheld from tools (``tools.env_withhold``, on
+    top of ``SILICA_TOOL_ENV_WITHHOLD``) and what built-in tools read (``read_file``).
+    """
 
     def __init__(self, cwd: Path | None = None, home: Path | None = None,
                  pm: pluggy.PluginManager | None = None,
                  options: DiscoveryOptions | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, stdout_cap: int = DEFAULT_STDOUT_CAP,
-                 image_limits: ImageLimits = ANTHROPIC) -> None:
+                 timeout: float | None = None, stdout_cap: int = DEFAULT_STDOUT_CAP,
+                 image_limits: ImageLimits = ANTHROPIC,
+                 settings: Settings | None = None) -> None:
         self.cwd = (cwd or Path.cwd()).resolve()
         self.home = home or silica_home()
         self.pm = pm or get_plugin_manager()
-        self.options = options or DiscoveryOptions()
+        self.settings = settings or Settings()
+        options = options or DiscoveryOptions()
+        if self.settings.tools.env_withhold:
+            options = dataclasses.replace(options, env_withhold=(
+                *options.env_withhold, *self.settings.tools.env_withhold))
+        self.options = options
+        if timeout is None:
+            timeout = self.settings.tools.timeout if settings else DEFAULT_TIMEOUT
         self.timeout = timeout
         self.stdout_cap = stdout_cap
         self.image_limits = image_limits
@@ -104,6 +127,8 @@ class Toolbox:
         return asyncio.run(self.acall(name, arguments))
 
     async def _run(self, tool: Tool, arguments: dict | None) -> ToolResult:
+        if tool.builtin is not None and tool.ok and tool.spec is not None:
+            return await self._run_builtin(tool, arguments)
         if tool.status is ToolStatus.NEEDS_AUTHORIZATION:
             return ToolResult.error(
                 f"{tool.name} needs authorization: {tool.reason}. "
@@ -122,10 +147,41 @@ class Toolbox:
         sub = subcommand_for(tool.spec, tool.path, tool.multi)
         argv = [uv, "run", "--quiet", "--script", str(tool.path), *([sub] if sub else []),
                 *tokens]
-        raw = await run_process(argv, env=tool_env(self.pm, tool.path), cwd=tool.path.parent,
+        raw = await run_process(argv, env=tool_env(self.pm, tool.path, self.options.env_withhold),
+                                cwd=tool.path.parent,
                                 timeout=tool.metadata.timeout or self.timeout,
                                 stdout_cap=self.stdout_cap)
         return build_result(raw, self.pm, self.image_limits)
+
+    async def _run_builtin(self, tool: Tool, arguments: dict | None) -> ToolResult:
+        assert tool.builtin is not None and tool.spec is not None
+        try:
+            build_arguments(tool.spec, arguments)  # the input checks a tool file's call gets
+        except InvalidInput as exc:
+            return ToolResult.error(str(exc))
+        context = ToolContext(workdir=self.cwd, settings=self.settings)
+        try:
+            result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
+                                            self.timeout)
+        except TimeoutError:
+            return ToolResult.error(f"{tool.name} did not finish within {self.timeout:g} s "
+                                    "and was stopped")
+        except Exception as exc:  # a built-in's bug is the call's error, not the host's
+            return ToolResult.error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        if not isinstance(result, ToolResult):
+            return ToolResult.error(f"{tool.name} failed: it returned "
+                                    f"{type(result).__name__}, not a ToolResult")
+        blocks: list[Block] = []
+        for block in result.blocks:
+            if isinstance(block, ImageBlock):
+                payload = ImagePayload(data=block.data, declared_type=block.media_type,
+                                       source=block.source or tool.name)
+                block = self.pm.hook.silica_prepare_image(payload=payload,
+                                                          limits=self.image_limits)
+            if block is not None:
+                blocks.append(block)
+        return ToolResult(blocks=blocks or [TextBlock(text="(the tool returned nothing)")],
+                          is_error=result.is_error)
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}

@@ -1,0 +1,234 @@
+"""Turn a conversation (images held as refs) into a provider-neutral ``Request``.
+
+``build_request`` is called before every model call. It resolves each ``ImageRefBlock`` by
+*aging*: with ``age = conversation.turn - message.turn``,
+
+- ``age < aging.full_turns``: the image at full size (fitted to ``info.limits``);
+- ``age < aging.full_turns + aging.lowres_turns``: at low resolution (long side at most
+  ``aging.lowres_px``);
+- older: the text ``[Earlier image: <alt>, <W>x<H>]``.
+
+A model without vision gets ``[Image: <alt>, <W>x<H>, <media type>]`` for every image, and
+so does an image in an assistant message (providers take images from the user side only).
+
+The many-images rule applies to the request as built: the images that will be sent are
+counted; past ``info.limits.max_images_per_request`` the oldest become ``[Earlier image: ...]``
+text, and if ``info.limits.is_many(count)`` every image is fitted with ``many=True``.
+
+What callers may rely on: ``build_request`` never raises for an image. Every ``ImageBlock``
+in the request came out of ``prepare_image`` for the limits that apply to it, so it decodes
+and fits ``info.limits``; an image missing from the store, changed on disk, or failing its
+check becomes a ``[image dropped: ...]`` notice. No base64 is made here.
+
+Fitted images are cached in memory (``FIT_CACHE``, a bounded LRU keyed by store folder, image
+id, limits and ``many``), so rebuilding the request each turn does not re-read or re-encode
+an image. A cached fit is used without reading the file again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from silica.agent.conversation import Conversation, Message, ToolResultBlock
+from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock
+from silica.config import AgingSettings
+from silica.images.check import prepare_image
+from silica.images.limits import ImageLimits
+from silica.images.payload import ImagePayload
+from silica.images.store import ImageStore, StoreError
+from silica.providers.base import ModelInfo, Request, RequestMessage, RequestToolResult
+
+FULL, LOWRES, EARLIER = "full", "lowres", "earlier"
+
+_MB = 1024 * 1024
+
+
+class FitCache:
+    """A bounded, thread-safe LRU of fitted images (``ImageBlock`` or notice ``TextBlock``).
+
+    Holds at most ``max_entries`` results and about ``max_bytes`` of image data; the least
+    recently used go first. ``hits`` and ``misses`` count lookups since the last ``clear``.
+    """
+
+    def __init__(self, max_bytes: int = 256 * _MB, max_entries: int = 1024):
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._items: OrderedDict[Hashable, ImageBlock | TextBlock] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def bytes(self) -> int:
+        """Image bytes held."""
+        return self._bytes
+
+    def get(self, key: Hashable) -> ImageBlock | TextBlock | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, key: Hashable, block: ImageBlock | TextBlock) -> None:
+        size = _weight(block)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= _weight(old)
+            self._items[key] = block
+            self._bytes += size
+            while self._items and (self._bytes > self.max_bytes
+                                   or len(self._items) > self.max_entries):
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= _weight(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+
+FIT_CACHE = FitCache()
+"""The cache ``build_request`` uses unless given another."""
+
+
+LOWRES_BASE64_PER_PIXEL = 0.25
+LOWRES_MIN_BASE64 = 16 * 1024
+"""Byte budget of a low-resolution image: ``LOWRES_BASE64_PER_PIXEL`` base64 bytes per pixel
+of a ``lowres_px`` square (64 KiB at 512 px), and at least ``LOWRES_MIN_BASE64``. A
+screenshot over it is sent as JPEG instead of PNG (``prepare_image`` tries JPEG qualities
+before smaller sizes, and keeps PNG for transparent images); an image under it is sent as
+it is."""
+
+
+def lowres_limits(limits: ImageLimits, lowres_px: int) -> ImageLimits:
+    """``limits`` for a low-resolution image: the long-side target lowered to ``lowres_px``
+    and the byte limit to the low-resolution budget (other limits kept)."""
+    current = limits.target_long_side
+    budget = max(LOWRES_MIN_BASE64, int(LOWRES_BASE64_PER_PIXEL * lowres_px * lowres_px))
+    return limits.replace(target_long_side=min(lowres_px, current or lowres_px),
+                          max_base64_bytes=min(limits.max_base64_bytes, budget))
+
+
+def build_request(
+    conversation: Conversation,
+    store: ImageStore,
+    *,
+    model: str,
+    info: ModelInfo,
+    aging: AgingSettings,
+    tools: list[dict[str, Any]],
+    system: str = "",
+    max_tokens: int = 4096,
+    cache: FitCache | None = None,
+) -> Request:
+    """The request for the next model call: text as it is, ``ToolCall`` blocks kept,
+    ``ToolResultBlock`` as ``RequestToolResult``, images resolved by aging (see the module
+    docstring). ``system`` defaults to ``conversation.system``. Never raises for an image."""
+    cache = FIT_CACHE if cache is None else cache
+    tiers = _plan(conversation, info, aging) if info.vision else []
+    sent = sum(tier != EARLIER for tier in tiers)
+    many = info.limits.is_many(sent)
+    limits = {FULL: info.limits, LOWRES: lowres_limits(info.limits, aging.lowres_px)}
+    next_tier = iter(tiers)
+
+    def image(block: ImageRefBlock, message: Message) -> ImageBlock | TextBlock:
+        ref = block.ref
+        if not info.vision or message.role != "user":
+            return TextBlock(text=f"[Image: {_label(block)}, {ref.media_type}]")
+        tier = next(next_tier)
+        if tier == EARLIER:
+            return TextBlock(text=f"[Earlier image: {_label(block)}]")
+        return _fitted(store, block, limits[tier], many, cache)
+
+    def resolve(block: Any, message: Message) -> Any:
+        if isinstance(block, ImageRefBlock):
+            return image(block, message)
+        if isinstance(block, ToolResultBlock):
+            return RequestToolResult(
+                call_id=block.call_id, name=block.name, is_error=block.is_error,
+                content=[resolve(b, message) for b in block.content])
+        return block  # TextBlock, ToolCall
+
+    messages = [
+        RequestMessage(role=m.role, content=[resolve(b, m) for b in m.content])
+        for m in conversation.messages
+    ]
+    return Request(model=model, system=system or conversation.system, tools=tools,
+                   messages=messages, max_tokens=max_tokens)
+
+
+def _plan(conversation: Conversation, info: ModelInfo, aging: AgingSettings) -> list[str]:
+    """The tier of each image a user message holds, in the order ``build_request`` meets
+    them, with the oldest past ``max_images_per_request`` turned to ``EARLIER``."""
+    now = conversation.turn
+    tiers: list[str] = []
+    for message, _ in _user_images(conversation):
+        age = now - message.turn
+        if age < aging.full_turns:
+            tiers.append(FULL)
+        elif age < aging.full_turns + aging.lowres_turns:
+            tiers.append(LOWRES)
+        else:
+            tiers.append(EARLIER)
+    cap = info.limits.max_images_per_request
+    excess = sum(t != EARLIER for t in tiers) - cap if cap is not None else 0
+    for i, tier in enumerate(tiers):
+        if excess <= 0:
+            break
+        if tier != EARLIER:
+            tiers[i] = EARLIER
+            excess -= 1
+    return tiers
+
+
+def _user_images(conversation: Conversation) -> Iterator[tuple[Message, ImageRefBlock]]:
+    for message in conversation.messages:
+        if message.role != "user":
+            continue
+        for block in message.content:
+            if isinstance(block, ImageRefBlock):
+                yield message, block
+            elif isinstance(block, ToolResultBlock):
+                for inner in block.content:
+                    if isinstance(inner, ImageRefBlock):
+                        yield message, inner
+
+
+def _fitted(store: ImageStore, block: ImageRefBlock, limits: ImageLimits, many: bool,
+            cache: FitCache) -> ImageBlock | TextBlock:
+    ref = block.ref
+    key = (str(store.folder), ref.id, limits, many)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    try:
+        data = store.read(ref)
+    except StoreError as exc:  # not cached: the file may be restored
+        return TextBlock(text=f"[image dropped: {_label(block)}: {exc}]")
+    fitted = prepare_image(ImagePayload(data, ref.media_type, "store"), limits, many=many)
+    cache.put(key, fitted)
+    return fitted
+
+
+def _label(block: ImageRefBlock) -> str:
+    ref: ImageRef = block.ref
+    size = f"{ref.width}x{ref.height}"
+    return f"{block.alt}, {size}" if block.alt else size
+
+
+def _weight(block: ImageBlock | TextBlock) -> int:
+    return len(block.data) if isinstance(block, ImageBlock) else len(block.text)

@@ -1,0 +1,203 @@
+"""Saved sessions: one JSON file per conversation, under ``$SILICA_HOME/sessions/``.
+
+A file is ``{"format": "silica-session", "version": 1, "conversation": {...}}``: the
+conversation as ``Conversation.model_dump`` gives it, images as refs into the session's
+``ImageStore`` folder (``$SILICA_HOME/images/<id>/``), never as base64 or bytes.
+
+What callers may rely on:
+
+- ``save_session`` writes atomically (temporary file + ``os.replace``): a reader sees the old
+  file or the new one, whole.
+- ``load_session`` returns a conversation equal to the one saved, or raises ``SessionError``
+  with a message naming the file and what is wrong; it never changes or removes a file.
+- ``list_sessions`` never raises for a bad file: it lists it with ``problem`` set.
+
+Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from silica.agent.conversation import Conversation, ToolResultBlock
+from silica.blocks import ImageBlock, TextBlock
+from silica.errors import SilicaError
+from silica.paths import silica_home
+
+FORMAT = "silica-session"
+VERSION = 1
+TITLE_LENGTH = 60
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class SessionError(SilicaError):
+    """A session cannot be saved or loaded; the message names the file and the problem."""
+
+
+class SessionInfo(BaseModel):
+    """One line of ``silica sessions list`` (``model_dump(mode="json")`` for ``--json``).
+
+    For a file that cannot be read, ``problem`` says why, ``updated`` is the file's
+    modification time, and the other fields are empty.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    path: Path
+    created: datetime | None
+    updated: datetime
+    turns: int = 0
+    messages: int = 0
+    title: str = ""
+    provider: str = ""
+    model: str = ""
+    problem: str = ""
+
+
+def sessions_dir(home: Path | None = None) -> Path:
+    """``<silica home>/sessions``."""
+    return (home or silica_home()) / "sessions"
+
+
+def new_session_id() -> str:
+    """A fresh id, e.g. ``20260509-142233-4f2a9c``: UTC time, then 6 random hex digits, so
+    ids sort by creation time (to the second) and fit ``Conversation.id``."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def session_path(session_id: str, home: Path | None = None) -> Path:
+    """Where session ``session_id`` is saved; ``SessionError`` for an id that is not one."""
+    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
+        raise SessionError(f"invalid session id {session_id!r}: ids are 1-64 letters, digits, "
+                           "'_' or '-'; run `silica sessions list` to see them")
+    return sessions_dir(home) / f"{session_id}.json"
+
+
+def save_session(conversation: Conversation, home: Path | None = None) -> Path:
+    """Write ``conversation`` to ``<home>/sessions/<id>.json`` atomically; returns the path.
+
+    Raises ``SessionError`` if a message holds image bytes (an ``ImageBlock``: put it in the
+    ``ImageStore`` first) or the file cannot be written.
+    """
+    path = session_path(conversation.id, home)
+    _refuse_bytes(conversation)
+    text = json.dumps({"format": FORMAT, "version": VERSION,
+                       "conversation": conversation.model_dump(mode="json")},
+                      indent=1, ensure_ascii=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise SessionError(f"cannot save session to {path}: {exc}") from exc
+    return path
+
+
+def load_session(session_id: str, home: Path | None = None) -> Conversation:
+    """The conversation saved as ``session_id``; ``SessionError`` if there is none or its
+    file cannot be used (the file is left as it is)."""
+    path = session_path(session_id, home)
+    if not path.is_file():
+        raise SessionError(f"no session {session_id}; run `silica sessions list`")
+    conversation = _read(path)
+    if conversation.id != session_id:
+        raise SessionError(f"{path} holds session {conversation.id!r}, not {session_id!r}; "
+                           "the file was left as it is: rename it or move it away")
+    return conversation
+
+
+def list_sessions(home: Path | None = None) -> list[SessionInfo]:
+    """Every saved session, most recently updated first; a bad file is listed with
+    ``problem`` set instead of breaking the list."""
+    folder = sessions_dir(home)
+    if not folder.is_dir():
+        return []
+    found: list[SessionInfo] = []
+    for path in folder.glob("*.json"):
+        if not _ID.fullmatch(path.stem) or not path.is_file():
+            continue  # temporary files, other people's files
+        try:
+            conversation = _read(path)
+        except SessionError as exc:
+            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            found.append(SessionInfo(id=path.stem, path=path, created=None, updated=mtime,
+                                     problem=str(exc)))
+            continue
+        found.append(SessionInfo(
+            id=conversation.id, path=path, created=conversation.created,
+            updated=conversation.updated, turns=conversation.turn,
+            messages=len(conversation.messages), title=title(conversation),
+            provider=conversation.provider, model=conversation.model))
+    return sorted(found, key=lambda s: (s.updated, s.id), reverse=True)
+
+
+def title(conversation: Conversation) -> str:
+    """The first text a person typed, on one line, at most ``TITLE_LENGTH`` characters."""
+    for message in conversation.messages:
+        if message.role != "user":
+            continue
+        for block in message.content:
+            if isinstance(block, TextBlock) and block.text.strip():
+                text = " ".join(block.text.split())
+                if len(text) > TITLE_LENGTH:
+                    text = text[:TITLE_LENGTH - 1].rstrip() + "…"
+                return text
+    return ""
+
+
+def _read(path: Path) -> Conversation:
+    keep = "the file was left as it is: fix it or move it away"
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SessionError(f"cannot read session file {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SessionError(f"{path} is not UTF-8 text ({exc}); {keep}") from exc
+    except json.JSONDecodeError as exc:
+        raise SessionError(f"{path} is not valid JSON ({exc}); {keep}") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SessionError(f"{path} is not a silica session file (no \"format\": "
+                           f"\"{FORMAT}\"); {keep}")
+    if data.get("version") != VERSION:
+        raise SessionError(f"{path} is a session file of version {data.get('version')!r}, "
+                           f"which this silica cannot read (it reads version {VERSION}); "
+                           "upgrade silica")
+    try:
+        return Conversation.model_validate(data.get("conversation"))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'conversation'}: {e['msg']}"
+            for e in exc.errors()[:3])
+        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+        raise SessionError(f"{path} holds an invalid conversation: {problems}{more}; "
+                           f"{keep}") from exc
+
+
+def _refuse_bytes(conversation: Conversation) -> None:
+    for index, message in enumerate(conversation.messages):
+        blocks = list(message.content)
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                blocks += block.content
+        if any(isinstance(b, ImageBlock) for b in blocks):
+            raise SessionError(f"message {index} of session {conversation.id} holds image "
+                               "bytes; put images in the ImageStore and keep refs instead")

@@ -1,0 +1,259 @@
+"""``silica packs ...``: install, list, show, update and remove tool packs; start and check one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from cyclopts import App, Parameter
+from rich.table import Table
+from rich.text import Text
+
+from silica.cli.output import err, fail, out, print_json
+from silica.errors import SilicaError
+
+app = App(name="packs", help="Install, update and remove tool packs; start and check your own.")
+
+JsonFlag = Annotated[bool, Parameter(name="--json")]
+
+
+@contextmanager
+def _status() -> Iterator[Any]:
+    """A spinner with what is happening (cloning, downloading) on stderr, on a terminal only."""
+    if not err.is_terminal:
+        yield None
+        return
+    with err.status("") as spinner:
+        yield lambda message: spinner.update(message)
+
+
+def _commit_or_digest(entry) -> str:
+    if entry.commit:
+        return f"commit {entry.commit[:12]}"
+    return f"{entry.digest[:19]}" if entry.digest else ""
+
+
+@app.command
+def install(source: str, *, ref: str | None = None, force: bool = False):
+    """Install a pack from a folder, a git repository or an archive (a file or an http URL).
+
+    Parameters
+    ----------
+    source
+        A folder, a git URL or repository path (SOURCE#REF picks a ref), or a .tar.gz, .tgz
+        or .zip file or URL.
+    ref
+        For git: the branch, tag or commit to install (default: the default branch).
+    force
+        Replace a pack of the same name from another source, or overwrite local edits.
+    """
+    from silica.packs import install as install_pack
+    from silica.packs.contents import is_tool_file
+
+    try:
+        with _status() as status:
+            change = install_pack(source, ref, force=force, status=status)
+    except SilicaError as exc:
+        fail(str(exc))
+    entry = change.entry
+    what = "Reinstalled" if change.old_version else "Installed"
+    tools = ", ".join(sorted(p[:-3] for p in entry.files if is_tool_file(p))) or "none"
+    out.print(f"{what} {entry.name} {entry.version} from {entry.source} "
+              f"({entry.kind}{', ' + _commit_or_digest(entry) if entry.kind != 'folder' else ''})"
+              f"\nTools: {tools}\nSee them with 'silica tools list'.", markup=False)
+
+
+@app.command(name="list")
+def list_packs(*, json_: JsonFlag = False):
+    """List the installed packs: version, source, and whether they were edited in place."""
+    from silica.packs import installed
+
+    try:
+        packs = installed()
+    except SilicaError as exc:
+        fail(str(exc))
+    rows = [_row(p) for p in packs]
+    if json_:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("No packs installed. Install one with 'silica packs install SOURCE'.",
+                  markup=False)
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("name", "version", "description / problem", "source", "state"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        state = Text("edited", style="yellow") if r["edited"] else Text("ok", style="green")
+        if r["problem"]:
+            state = Text("broken", style="red")
+        source = r["source"] + (f"#{r['ref']}" if r["ref"] else "")
+        table.add_row(r["name"], r["version"], r["problem"] or r["description"], source, state)
+    out.print(table)
+
+
+def _row(pack) -> dict[str, Any]:
+    entry = pack.entry
+    edits = pack.local_edits()
+    return {
+        "name": pack.name,
+        "version": pack.manifest.version if pack.manifest else (entry.version if entry else ""),
+        "description": pack.manifest.description if pack.manifest else "",
+        "path": str(pack.path),
+        "source": entry.source if entry else "",
+        "kind": entry.kind if entry else "",
+        "ref": entry.ref if entry else None,
+        "commit": entry.commit if entry else None,
+        "digest": entry.digest if entry else None,
+        "content_hash": entry.content_hash if entry else None,
+        "installed_at": entry.installed_at if entry else None,
+        "edited": bool(edits),
+        "local_edits": edits,
+        "problem": pack.problem or ("" if entry else "not in the lock file; install it again"),
+    }
+
+
+@app.command
+def show(name: str, *, json_: JsonFlag = False):
+    """Show pack NAME: its manifest, where it came from, and its tools with their status."""
+    from silica.cli.tools import discover_tools
+    from silica.packs import get_pack
+
+    try:
+        pack = get_pack(name)
+    except SilicaError as exc:
+        fail(str(exc))
+    tools = [t for t in discover_tools().tools if t.folder.origin == f"pack:{name}"]
+    if json_:
+        lock = pack.entry.model_dump(mode="json") if pack.entry else None
+        print_json({**_row(pack), "manifest": pack.manifest.model_dump() if pack.manifest
+                    else None, "lock": lock, "tools": [t.to_row() for t in tools]})
+        return
+    row = _row(pack)
+    lines = [f"{name} {row['version']}", row["description"] or row["problem"],
+             f"path:      {row['path']}"]
+    if pack.entry:
+        e = pack.entry
+        lines += [f"source:    {e.source} ({e.kind})", *([f"ref:       {e.ref}"] if e.ref else []),
+                  *([f"resolved:  {_commit_or_digest(e)}"] if e.commit or e.digest else []),
+                  f"installed: {e.installed_at}"]
+    if pack.manifest and pack.manifest.min_silica:
+        lines.append(f"needs:     silica {pack.manifest.min_silica} or newer")
+    lines += [f"edited:    {edit}" for edit in row["local_edits"]]
+    out.print("\n".join(lines), markup=False)
+    if tools:
+        from silica.cli.tools import tools_table
+
+        out.print(tools_table(tools))
+    else:
+        out.print("No tools.", markup=False)
+
+
+@app.command
+def update(name: str | None = None, *, force: bool = False):
+    """Fetch pack NAME (default: every pack) again from its source and ref; show what changed.
+
+    Parameters
+    ----------
+    name
+        The pack to update; all of them if left out.
+    force
+        Overwrite local edits to the installed pack.
+    """
+    from silica.packs import installed
+    from silica.packs import update as update_pack
+
+    try:
+        names = [name] if name else [p.name for p in installed() if p.entry]
+    except SilicaError as exc:
+        fail(str(exc))
+    if not names:
+        out.print("No packs installed.", markup=False)
+        return
+    failed = False
+    for pack_name in names:
+        try:
+            with _status() as status:
+                change = update_pack(pack_name, force=force, status=status)
+        except SilicaError as exc:
+            err.print(Text.assemble(("error: ", "bold red"), f"{pack_name}: {exc}"))
+            failed = True
+            continue
+        out.print(_describe_change(change), markup=False)
+    if failed:
+        raise SystemExit(1)
+
+
+def _describe_change(change) -> str:
+    if change.up_to_date:
+        text = f"{change.name} {change.entry.version}: up to date"
+        if change.kept_edits:
+            text += f" (local edits kept: {'; '.join(change.kept_edits)})"
+        return text
+    head = f"{change.name} {change.old_version} -> {change.entry.version}:"
+    parts = [f"{what} {', '.join(names)}" for what, names in
+             (("added", change.added), ("changed", change.changed), ("removed", change.removed))
+             if names]
+    tools = "; ".join(parts) or "no tool changed"
+    return f"{head} {tools} ({change.files_changed} files changed)"
+
+
+@app.command
+def remove(name: str):
+    """Uninstall pack NAME: its folder and its lock entry."""
+    from silica.packs import remove as remove_pack
+
+    try:
+        pack = remove_pack(name)
+    except SilicaError as exc:
+        fail(str(exc))
+    version = f" {pack.entry.version}" if pack.entry else ""
+    out.print(f"Removed {name}{version}", markup=False)
+
+
+@app.command
+def new(name: str, *, path: Path | None = None):
+    """Start pack NAME: a folder with a manifest and one working tool (default: ./NAME)."""
+    from silica.packs import new_pack
+
+    try:
+        folder = new_pack(name, path)
+    except SilicaError as exc:
+        fail(str(exc))
+    out.print(f"Created {folder}\nCheck it: silica packs check {folder}\n"
+              f"Install it: silica packs install {folder}", markup=False)
+
+
+@app.command
+def check(path: Path, *, json_: JsonFlag = False):
+    """Check the pack at PATH before publishing: manifest, files, every tool's spec.
+
+    Reading specs runs each tool with --toolspec. Exits non-zero if anything is broken.
+    """
+    from silica.cli.tools import spec_progress, tools_table
+    from silica.packs import check_pack
+
+    try:
+        with spec_progress() as progress:
+            report = check_pack(path, progress)
+    except SilicaError as exc:
+        fail(str(exc))
+    if json_:
+        print_json(report.to_json())
+    else:
+        if report.tools:
+            out.print(tools_table(report.tools))
+        for warning in report.warnings:
+            err.print(Text.assemble(("warning: ", "yellow"), warning))
+        for problem in report.problems:
+            err.print(Text.assemble(("problem: ", "bold red"), problem))
+        broken = sum(t.broken for t in report.tools)
+        summary = f"{len(report.tools)} tools, {broken} broken, {len(report.problems)} problems"
+        if report.ok:
+            out.print(f"{summary}: ready to publish", markup=False)
+        else:
+            err.print(summary, markup=False)
+    if not report.ok:
+        raise SystemExit(1)
