@@ -24,6 +24,7 @@ DEFAULT_PLUGINS = (
     "silica.default_plugins.terminal_images",
     "silica.default_plugins.json_images",
     "silica.default_plugins.image_check",
+    "silica.default_plugins.providers",
 )
 
 ENTRY_POINT_GROUP = "silica"

@@ -1,0 +1,210 @@
+"""OpenAI chat completions through the ``openai`` SDK, streamed; any compatible server too.
+
+Chat completions take images only in ``user`` messages: a ``tool`` message carries text. So
+each tool result goes out as a ``tool`` message with its text (plus a line saying how many
+images follow), and the images of all tool results of a turn follow in one ``user`` message
+right after the last ``tool`` message, introduced by a line naming the call each image came
+from. ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are read by the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx2
+import openai
+
+from silica.agent.conversation import ToolCall
+from silica.blocks import ImageBlock, TextBlock
+from silica.config import Settings
+from silica.providers.base import (
+    ModelInfo,
+    ProviderError,
+    Reply,
+    Request,
+    RequestMessage,
+    RequestToolResult,
+)
+from silica.providers.errors import (
+    Endpoint,
+    api_message,
+    connection_error,
+    http_error,
+    response_error,
+    stream_error,
+)
+from silica.providers.models import (
+    default_model,
+    model_info,
+    parse_arguments,
+    stop_reason,
+    without_images,
+)
+
+KEY_VAR = "OPENAI_API_KEY"
+URL_VAR = "OPENAI_BASE_URL"
+
+# Reasoning models refuse ``max_tokens``; older models and most compatible servers want it.
+_COMPLETION_TOKENS = re.compile(r"^(o\d|gpt-5)")
+
+
+def _image_part(image: ImageBlock) -> dict[str, Any]:
+    url = f"data:{image.media_type};base64,{image.base64}"
+    # "high": silica fits images to the high-detail limits (silica.images.limits.OPENAI)
+    return {"type": "image_url", "image_url": {"url": url, "detail": "high"}}
+
+
+def _user(blocks: list[Any]) -> dict[str, Any]:
+    if not any(isinstance(b, ImageBlock) for b in blocks):
+        return {"role": "user", "content": "\n".join(b.text for b in blocks)}
+    parts = [{"type": "text", "text": b.text} if isinstance(b, TextBlock) else _image_part(b)
+             for b in blocks if not isinstance(b, TextBlock) or b.text]
+    return {"role": "user", "content": parts}
+
+
+def _assistant(message: RequestMessage) -> dict[str, Any]:
+    text = "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+    calls = [b for b in message.content if isinstance(b, ToolCall)]
+    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                             for c in calls]
+    return out
+
+
+def _tool_turn(results: list[RequestToolResult]) -> list[dict[str, Any]]:
+    """One ``tool`` message per result, then one ``user`` message with all their images."""
+    out: list[dict[str, Any]] = []
+    images: list[tuple[RequestToolResult, ImageBlock]] = []
+    for result in results:
+        text = "\n".join(b.text for b in result.content if isinstance(b, TextBlock))
+        mine = [b for b in result.content if isinstance(b, ImageBlock)]
+        if result.is_error:
+            text = f"Error: {text}" if text else "Error"
+        if mine:
+            note = f"[{len(mine)} image(s) follow in the next message]"
+            text = f"{text}\n{note}" if text else note
+        out.append({"role": "tool", "tool_call_id": result.call_id,
+                    "content": text or "(no output)"})
+        images.extend((result, image) for image in mine)
+    if images:
+        names = "; ".join(f"image {i} is from {r.name} (call {r.call_id})"
+                          for i, (r, _) in enumerate(images, 1))
+        intro = {"type": "text", "text": f"Images returned by the tool calls above: {names}."}
+        out.append({"role": "user", "content": [intro] + [_image_part(i) for _, i in images]})
+    return out
+
+
+def to_openai(request: Request) -> dict[str, Any]:
+    """The keyword arguments of ``client.chat.completions.create`` for ``request``."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        if message.role == "assistant":
+            messages.append(_assistant(message))
+            continue
+        results = [b for b in message.content if isinstance(b, RequestToolResult)]
+        rest = [b for b in message.content if not isinstance(b, RequestToolResult)]
+        messages.extend(_tool_turn(results))
+        if rest or not results:
+            messages.append(_user(rest))
+    key = "max_completion_tokens" if _COMPLETION_TOKENS.match(request.model) else "max_tokens"
+    params: dict[str, Any] = {"model": request.model, "messages": messages,
+                              key: request.max_tokens}
+    if request.tools:
+        params["tools"] = [{"type": "function",
+                            "function": {"name": t["name"],
+                                         "description": t.get("description", ""),
+                                         "parameters": t.get("input_schema") or
+                                         {"type": "object", "properties": {}}}}
+                           for t in request.tools]
+    return params
+
+
+class OpenAIProvider:
+    """OpenAI (or compatible) chat completions. ``max_retries`` (the SDK's, default 2) and
+    ``timeout`` (seconds; None: the SDK's) apply to each call."""
+
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model = default_model(self.name, settings)
+        self.max_retries = 2
+        self.timeout: float | None = None
+
+    def model_info(self, model: str) -> ModelInfo:
+        return model_info(self.name, model, self.settings)
+
+    def client(self) -> openai.AsyncOpenAI:
+        """A new SDK client; ``ProviderError`` when no key is configured."""
+        options: dict[str, Any] = {"max_retries": self.max_retries}
+        if self.timeout is not None:
+            options["timeout"] = self.timeout
+        try:
+            return openai.AsyncOpenAI(**options)
+        except openai.OpenAIError as exc:
+            raise ProviderError(
+                f"no OpenAI API key: set {KEY_VAR} (for a local compatible server that needs "
+                f"no key, any value will do, with {URL_VAR} pointing at it).") from exc
+
+    async def complete(self, request: Request,
+                       on_text: Callable[[str], None] | None = None) -> Reply:
+        if not self.model_info(request.model).vision:
+            request = without_images(request)
+        params = to_openai(request)
+        client = self.client()
+        base_url = str(client.base_url).rstrip("/")
+        label = "OpenAI" if "api.openai.com" in base_url else "OpenAI-compatible server"
+        ep = Endpoint(label, "OpenAI chat completions", base_url, request.model, KEY_VAR,
+                      URL_VAR, self.max_retries)
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        usage: Any = None
+        started = False
+        try:
+            async with client:
+                stream = await client.chat.completions.create(
+                    **params, stream=True, stream_options={"include_usage": True})
+                async for chunk in stream:
+                    started = True
+                    usage = chunk.usage or usage
+                    for choice in chunk.choices:
+                        finish = choice.finish_reason or finish
+                        delta = choice.delta
+                        if delta.content:
+                            text.append(delta.content)
+                            if on_text is not None:
+                                on_text(delta.content)
+                        for call in delta.tool_calls or []:
+                            slot = calls.setdefault(call.index,
+                                                    {"id": "", "name": "", "arguments": ""})
+                            slot["id"] = call.id or slot["id"]
+                            if call.function is not None:
+                                slot["name"] += call.function.name or ""
+                                slot["arguments"] += call.function.arguments or ""
+        except openai.APIStatusError as exc:
+            raise http_error(ep, exc.status_code, api_message(exc.body) or exc.message) from exc
+        except openai.APIConnectionError as exc:
+            raise connection_error(ep, exc.__cause__ or exc, mid_stream=started) from exc
+        except openai.APIResponseValidationError as exc:
+            raise response_error(ep, f"{type(exc).__name__}: {exc}") from exc
+        except openai.APIError as exc:  # an error event inside the stream
+            raise stream_error(ep, api_message(exc.body) or exc.message) from exc
+        except httpx2.TransportError as exc:
+            raise connection_error(ep, exc, mid_stream=started) from exc
+        except (ValueError, KeyError, AttributeError) as exc:
+            raise response_error(ep, f"{type(exc).__name__}: {exc}") from exc
+        tool_calls = [ToolCall(id=slot["id"] or f"call_{i}", name=slot["name"],
+                               arguments=parse_arguments(slot["arguments"]))
+                      for i, slot in sorted(calls.items())]
+        return Reply(text="".join(text), tool_calls=tool_calls,
+                     stop_reason=stop_reason(finish, bool(tool_calls)),
+                     input_tokens=getattr(usage, "prompt_tokens", None),
+                     output_tokens=getattr(usage, "completion_tokens", None))
