@@ -5,13 +5,15 @@ from __future__ import annotations
 from cyclopts import App
 
 from silica import __version__
-from silica.cli import packs, sessions, tools
+from silica.cli import agent, packs, sessions, tools
 
 app = App(name="silica", version=__version__,
           help="Give LLM agents their own script tools, with images as first-class results.")
 app.command(tools.app)
 app.command(packs.app)
 app.command(sessions.app)
+app.command(agent.ask)
+app.command(agent.chat)
 
 
 def main() -> None:

@@ -1,0 +1,205 @@
+"""The agent loop: a person's message, then model and tools in turn until the model answers.
+
+    agent = Agent.start(settings)              # or Agent.resume(session_id, settings)
+    answer = await agent.send("plot 3,1,4 and describe it", images=[Path("shot.png")])
+
+Every tool call the model makes in one reply runs at once. Each step is saved, so a session
+survives a provider error or Ctrl-C: an interrupted turn leaves every tool call answered
+(with an error result saying it was interrupted), and the history stays valid to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
+from silica.agent.render import build_request
+from silica.agent.sessions import load_session, new_session_id, save_session
+from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
+from silica.config import Settings
+from silica.errors import SilicaError
+from silica.images.payload import ImagePayload
+from silica.images.store import ImageStore
+from silica.paths import silica_home
+from silica.plugins import get_plugin_manager
+from silica.providers.base import ModelInfo, Provider, Request, RequestMessage
+from silica.providers.registry import get_provider
+from silica.tools.toolbox import Toolbox
+
+DEFAULT_SYSTEM = (
+    "You are a helpful assistant with tools. Use them when they help; when a tool returns "
+    "an image, look at it before you answer."
+)
+INTERRUPTED = "[interrupted by the user before this tool call finished]"
+
+
+@dataclass
+class AgentEvents:
+    """Callbacks for a view of the loop (the terminal, a server). All optional."""
+
+    on_text: Callable[[str], None] | None = None
+    on_tool_call: Callable[[ToolCall], None] | None = None
+    # the result as the tool gave it, and where each of its images is kept
+    on_tool_result: Callable[[ToolCall, ToolResult, list[Path]], None] | None = None
+
+
+class TurnLimitReached(SilicaError):
+    """The model kept calling tools past ``max_turns``."""
+
+
+@dataclass
+class Agent:
+    settings: Settings
+    provider: Provider
+    model: str
+    conversation: Conversation
+    toolbox: Toolbox
+    store: ImageStore
+    home: Path
+    events: AgentEvents = field(default_factory=AgentEvents)
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, settings: Settings, *, toolbox: Toolbox | None = None,
+              home: Path | None = None, events: AgentEvents | None = None) -> Agent:
+        """A new session with the configured provider and model."""
+        provider = get_provider(settings.provider, settings)
+        model = settings.model or _default_model(provider)
+        conversation = Conversation(id=new_session_id(), provider=settings.provider,
+                                    model=model, system=settings.system or DEFAULT_SYSTEM)
+        return cls._make(settings, provider, model, conversation, toolbox, home, events)
+
+    @classmethod
+    def resume(cls, session_id: str, settings: Settings, *, provider: str | None = None,
+               model: str | None = None, toolbox: Toolbox | None = None,
+               home: Path | None = None, events: AgentEvents | None = None) -> Agent:
+        """A saved session, with the session's provider and model unless ``provider`` or
+        ``model`` name others."""
+        home = home or silica_home()
+        conversation = load_session(session_id, home)
+        name = provider or conversation.provider or settings.provider
+        same = name == conversation.provider
+        chosen = get_provider(name, settings)
+        model = model or (conversation.model if same else None) or settings.model or \
+            _default_model(chosen)
+        conversation.provider, conversation.model = name, model
+        return cls._make(settings, chosen, model, conversation, toolbox, home, events)
+
+    @classmethod
+    def _make(cls, settings, provider, model, conversation, toolbox, home, events) -> Agent:
+        home = home or silica_home()
+        info = provider.model_info(model)
+        toolbox = toolbox or Toolbox(settings=settings, image_limits=info.limits)
+        store = ImageStore(home / "images", conversation.id, settings.store)
+        return cls(settings, provider, model, conversation, toolbox, store, home,
+                   events or AgentEvents())
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.provider.model_info(self.model)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def send(self, text: str, images: Sequence[Path] = ()) -> str:
+        """Send a person's message; run model and tools until the model answers.
+
+        Returns the model's final text. Raises ``ProviderError`` (the session is saved up to
+        the failed request), ``TurnLimitReached``, or ``SilicaError`` for an unusable image.
+        """
+        content: list = [TextBlock(text=text)] if text else []
+        content.extend(self._user_image(path) for path in images)
+        await self.toolbox.adiscover()  # once per Toolbox; later requests reuse it
+        self.conversation.add("user", self.store.put_message(content), new_turn=True)
+        self._save()
+        for _ in range(self.settings.max_turns):
+            reply = await self.provider.complete(self._request(), self.events.on_text)
+            said: list = [TextBlock(text=reply.text)] if reply.text else []
+            self.conversation.add("assistant", said + list(reply.tool_calls))
+            self._save()
+            if not reply.tool_calls:
+                return reply.text
+            await self._run_tools(reply.tool_calls)
+        raise TurnLimitReached(
+            f"the model was still calling tools after {self.settings.max_turns} requests; "
+            "the session is saved: resume it, or raise max_turns in config.toml")
+
+    def _request(self) -> Request:
+        request = build_request(self.conversation, self.store, model=self.model,
+                                info=self.info, aging=self.settings.aging,
+                                tools=self.toolbox.specs(), system=self.conversation.system,
+                                max_tokens=self.settings.max_tokens)
+        return request.model_copy(update={"messages": _merge_same_role(request.messages)})
+
+    async def _run_tools(self, calls: list[ToolCall]) -> None:
+        tasks = [asyncio.ensure_future(self._call(call)) for call in calls]
+        try:
+            results = await asyncio.gather(*tasks)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            for task in tasks:
+                task.cancel()
+            results = [_finished_or_interrupted(task) for task in tasks]
+            self._answer(calls, results)
+            raise
+        self._answer(calls, results)
+
+    async def _call(self, call: ToolCall) -> ToolResult:
+        if self.events.on_tool_call:
+            self.events.on_tool_call(call)
+        return await self.toolbox.acall(call.name, call.arguments)
+
+    def _answer(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        blocks = []
+        for call, result in zip(calls, results, strict=True):
+            content = self.store.put_message(result.blocks, alt=call.name)
+            blocks.append(ToolResultBlock(call_id=call.id, name=call.name,
+                                          is_error=result.is_error, content=content))
+            if self.events.on_tool_result:
+                paths = [self.store.path(b.ref) for b in content if isinstance(b, ImageRefBlock)]
+                self.events.on_tool_result(call, result, paths)
+        self.conversation.add("user", blocks)
+        self._save()
+
+    def _user_image(self, path: Path):
+        try:
+            data = path.expanduser().read_bytes()
+        except OSError as exc:
+            raise SilicaError(f"cannot read the image {path}: {exc.strerror or exc}") from exc
+        block = get_plugin_manager().hook.silica_prepare_image(
+            payload=ImagePayload(data, None, f"file {path.name}"), limits=self.info.limits)
+        if not isinstance(block, ImageBlock):
+            raise SilicaError(f"cannot use {path} as an image: {block.text}")
+        return block.model_copy(update={"source": path.name})
+
+    def _save(self) -> None:
+        save_session(self.conversation, self.home)
+
+
+def _default_model(provider: Provider) -> str:
+    from silica.providers.models import DEFAULT_MODELS
+
+    return DEFAULT_MODELS.get(provider.name, "")
+
+
+def _finished_or_interrupted(task: asyncio.Future) -> ToolResult:
+    if task.done() and not task.cancelled():
+        with contextlib.suppress(Exception):
+            return task.result()
+    return ToolResult.error(INTERRUPTED)
+
+
+def _merge_same_role(messages: list[RequestMessage]) -> list[RequestMessage]:
+    """Providers want roles to alternate; a request left unanswered (a provider error, then
+    a new message) would put two user messages in a row, so they are joined."""
+    merged: list[RequestMessage] = []
+    for message in messages:
+        if merged and merged[-1].role == message.role:
+            merged[-1] = RequestMessage(role=message.role,
+                                        content=[*merged[-1].content, *message.content])
+        else:
+            merged.append(message)
+    return merged
