@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import threading
 import zipfile
@@ -269,6 +270,20 @@ def test_packs_come_after_project_and_user_tools_and_in_name_order(tmp_path, use
     assert origins[("b_only", "user")] == "ok"
     assert origins[("b_only", "pack:bravo")] == "shadowed"
     assert call_text("same") == "alpha"
+    clashes = [w for w in found.warnings if w.startswith("name clash")]
+    assert len(clashes) == 2
+    assert any("'same' from pack:alpha" in w and "pack:bravo" in w for w in clashes)
+    assert any("'b_only' from user" in w and "pack:bravo" in w for w in clashes)
+
+
+def test_tools_list_shows_a_clash_between_packs(tmp_path):
+    packs.install(str(make_pack(tmp_path / "a", name="alpha", bodies={"same": "print(1)"})))
+    packs.install(str(make_pack(tmp_path / "b", name="bravo", bodies={"same": "print(2)"})))
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "list"], text=True,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0
+    assert "name clash: 'same' from pack:alpha" in " ".join(done.stderr.split())
+    assert "shadowed" in done.stdout
 
 
 def test_the_same_name_from_another_source_needs_force(tmp_path):

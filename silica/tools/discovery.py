@@ -132,7 +132,7 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
     for f in files:
         result.tools.extend(await _tools_of(f, pm, options))
     result.builtins = builtin_tools(pm, result.warnings)
-    _resolve_clashes(result.all_tools)
+    result.warnings.extend(_resolve_clashes(result.all_tools))
     return result
 
 
@@ -354,9 +354,11 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
     return True, ""
 
 
-def _resolve_clashes(tools: list[Tool]) -> None:
+def _resolve_clashes(tools: list[Tool]) -> list[str]:
     """Closest folder wins, built-in tools last; a same-named tool in the same folder is a
-    duplicate."""
+    duplicate. Returns a warning for each clash that involves a pack: which tool runs is
+    decided by precedence, but a user should hear that two sources claim one name."""
+    warnings: list[str] = []
     winners: dict[str, Tool] = {}
 
     def rank(t: Tool) -> tuple[bool, int, str]:
@@ -374,3 +376,9 @@ def _resolve_clashes(tools: list[Tool]) -> None:
         else:
             tool.status = ToolStatus.SHADOWED
             tool.reason = f"shadowed by {first.path} ({first.folder.origin})"
+            if "pack:" in first.folder.origin + tool.folder.origin and \
+                    tool.folder.origin != "builtin":
+                warnings.append(f"name clash: {tool.name!r} from {first.folder.origin} "
+                                f"({first.path}) is used; the one from {tool.folder.origin} "
+                                f"({tool.path}) is shadowed. Rename one of them.")
+    return warnings
