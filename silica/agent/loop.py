@@ -23,7 +23,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
 from silica.config import Settings
 from silica.errors import SilicaError
 from silica.images.payload import ImagePayload
-from silica.images.store import ImageStore
+from silica.images.store import ImageStore, cleanup
 from silica.paths import silica_home
 from silica.plugins import get_plugin_manager
 from silica.providers.base import ModelInfo, Provider, Request, RequestMessage
@@ -67,8 +67,10 @@ class Agent:
     @classmethod
     def start(cls, settings: Settings, *, toolbox: Toolbox | None = None,
               home: Path | None = None, events: AgentEvents | None = None) -> Agent:
-        """A new session with the configured provider and model."""
+        """A new session with the configured provider and model. Image folders of sessions
+        untouched for ``store.keep_days`` are removed first."""
         provider = get_provider(settings.provider, settings)
+        cleanup(Path(home or silica_home()) / "images", settings.store.keep_days)
         model = settings.model or _default_model(provider)
         conversation = Conversation(id=new_session_id(), provider=settings.provider,
                                     model=model, system=settings.system or DEFAULT_SYSTEM)
