@@ -16,6 +16,15 @@
     timeout = 60
     env_withhold = ["*_TOKEN"]
 
+    [mcp]
+    timeout = 60                    # seconds for a server to start and answer one request
+    [mcp.servers.files]             # a server started as a command (stdio) ...
+    command = "uvx"
+    args = ["some-mcp-server", "--root", "."]
+    env = { LOG_LEVEL = "warning" }
+    [mcp.servers.remote]            # ... or one reached over streamable HTTP
+    url = "http://127.0.0.1:9000/mcp"
+
 Environment: ``SILICA_PROVIDER``, ``SILICA_MODEL``, ``SILICA_VISION`` (true/false),
 ``SILICA_MAX_TURNS``. A bad file or value raises ``ConfigError`` naming the key and the
 problem.
@@ -29,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from silica.errors import SilicaError
 from silica.paths import silica_home
@@ -85,6 +94,32 @@ class StoreSettings(_Section):
     keep_days: int = Field(default=30, ge=1)
 
 
+class McpServerSettings(_Section):
+    """One MCP server: ``command`` (with ``args`` and ``env``) runs it over stdio, ``url``
+    reaches it over streamable HTTP. Exactly one of the two is given."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give either "command" (a server run over stdio) or "url" '
+                             "(streamable HTTP), not both or neither")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError('"args" and "env" go with "command", not with "url"')
+        return self
+
+
+class McpSettings(_Section):
+    """MCP servers whose tools silica offers, by name (the prefix of their tools' names)."""
+
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    timeout: float = Field(default=60.0, gt=0)
+
+
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
@@ -97,6 +132,7 @@ class Settings(_Section):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     read_file: ReadFileSettings = Field(default_factory=ReadFileSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
 
 _ENV = {
@@ -138,6 +174,7 @@ def _explain(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> st
         key = ".".join(str(p) for p in err["loc"])
         from_env = key in env_by_key and environ.get(env_by_key[key])
         where = f"${env_by_key[key]}" if from_env else str(path)
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else \
+            err["msg"].removeprefix("Value error, ")
         problems.append(f"{where}: {key}: {msg}")
     return "; ".join(problems)

@@ -46,11 +46,13 @@ def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
 
 
 @hookspec
-def silica_builtin_tools(register: Callable[[BuiltinTool], None]) -> None:
+def silica_builtin_tools(register: Callable[[BuiltinTool], None], settings: Settings) -> None:
     """Register tools that run inside silica (no subprocess) with ``register(tool)``.
 
-    Called once per discovery. Built-in tools are listed with origin ``builtin`` and lose a
-    name clash to any user, project or pack tool.
+    Called once per discovery, off the event loop (it may block: the MCP source starts its
+    servers here), with the ``settings`` of the Toolbox that discovers; a plugin that needs
+    no settings may leave the argument out. Built-in tools are listed with their ``origin``
+    (``builtin`` unless set) and lose a name clash to any user, project or pack tool.
     """
 
 

@@ -21,6 +21,7 @@ DEFAULT_PLUGINS = (
     "silica.default_plugins.pack_folders",
     "silica.default_plugins.tool_env",
     "silica.default_plugins.builtin_tools",
+    "silica.default_plugins.mcp_tools",
     "silica.default_plugins.terminal_images",
     "silica.default_plugins.json_images",
     "silica.default_plugins.image_check",

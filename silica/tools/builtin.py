@@ -22,9 +22,17 @@ class ToolContext:
 @dataclass(frozen=True)
 class BuiltinTool:
     """A tool implemented in Python. ``run`` must not raise for bad input: it returns an
-    error ``ToolResult`` that says what was wrong."""
+    error ``ToolResult`` that says what was wrong.
+
+    ``origin`` is what ``silica tools list`` shows as its source (``builtin``, or
+    ``mcp:<server>`` for a tool of an MCP server). A source that cannot offer its tools
+    registers one row with ``error`` set: it is listed with status error and that reason,
+    and is never offered to a model or run.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+    origin: str = "builtin"
+    error: str = ""

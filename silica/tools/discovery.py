@@ -4,8 +4,8 @@ Specs are read with ``uv run --script FILE --toolspec``, several files at once u
 bound, each with a timeout. A file whose spec cannot be read still gives a row, named after
 the file, with the reason. When two folders hold a tool of the same name, the folder with
 the lower precedence wins and the other tool is listed as shadowed; the tool that wins is
-the one that runs. Built-in tools (``silica_builtin_tools``) are listed too, with origin
-``builtin``; they lose a name clash to any tool file.
+the one that runs. Built-in tools (``silica_builtin_tools``) are listed too, with their
+origin (``builtin``, ``mcp:<server>``); they lose a name clash to any tool file.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import pluggy
 from pydantic import ValidationError
 
+from silica.config import Settings
 from silica.errors import UvNotFound
 from silica.tools.builtin import BuiltinTool
 from silica.tools.cache import SpecCache, spec_cache_key
@@ -105,7 +106,10 @@ def tool_folders(pm: pluggy.PluginManager, cwd: Path, home: Path) -> list[ToolFo
 
 async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecCache,
                    options: DiscoveryOptions | None = None,
-                   progress: Progress | None = None) -> Discovery:
+                   progress: Progress | None = None,
+                   settings: Settings | None = None) -> Discovery:
+    """Every tool in the folders plugins name, plus the built-in tools registered with
+    ``settings`` (default: ``Settings()``)."""
     options = options or DiscoveryOptions()
     result = Discovery()
     files: list[_File] = []
@@ -131,23 +135,28 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
     result.specs_fetched = len(todo)
     for f in files:
         result.tools.extend(await _tools_of(f, pm, options))
-    result.builtins = builtin_tools(pm, result.warnings)
+    # In a thread: a built-in source may block (the MCP source starts its servers).
+    result.builtins = await asyncio.to_thread(builtin_tools, pm, result.warnings, settings)
     result.warnings.extend(_resolve_clashes(result.all_tools))
     return result
 
 
-def builtin_tools(pm: pluggy.PluginManager, warnings: list[str]) -> list[Tool]:
+def builtin_tools(pm: pluggy.PluginManager, warnings: list[str],
+                  settings: Settings | None = None) -> list[Tool]:
     """The tools plugins register through ``silica_builtin_tools``, in registration order.
 
     A plugin that raises, or registers something that is not a ``BuiltinTool``, adds a
-    warning; a name registered twice keeps the first and marks the second invalid.
+    warning; a name registered twice keeps the first and marks the second invalid. A
+    ``BuiltinTool`` with ``error`` set is listed with status error and that reason.
     """
     tools: list[Tool] = []
+    settings = settings or Settings()
     for impl in pm.hook.silica_builtin_tools.get_hookimpls():
         plugin = impl.plugin_name
         found: list[Any] = []
+        given = {"register": found.append, "settings": settings}
         try:
-            impl.function(register=found.append)
+            impl.function(**{k: given[k] for k in impl.argnames})
         except Exception as exc:  # a broken plugin must not hide the other tools
             warnings.append(f"plugin {plugin!r} failed to register built-in tools: {exc}")
         for builtin in found:
@@ -160,8 +169,12 @@ def builtin_tools(pm: pluggy.PluginManager, warnings: list[str]) -> list[Tool]:
 
 
 def _builtin_tool(builtin: BuiltinTool, plugin: str, earlier: list[Tool]) -> Tool:
-    tool = Tool(builtin.name, BUILTIN_FOLDER.path, BUILTIN_FOLDER, ToolStatus.OK,
-                builtin=builtin)
+    folder = BUILTIN_FOLDER if builtin.origin == BUILTIN_FOLDER.origin else \
+        ToolFolder(Path(f"<{builtin.origin}>"), builtin.origin, BUILTIN_FOLDER.precedence)
+    tool = Tool(builtin.name, folder.path, folder, ToolStatus.OK, builtin=builtin)
+    if builtin.error:
+        tool.status, tool.reason = ToolStatus.ERROR, builtin.error
+        return tool
     try:
         tool.spec = ToolSpec.model_validate({"name": builtin.name,
                                              "description": builtin.description,

@@ -81,7 +81,7 @@ class Toolbox:
     async def adiscover(self, progress: Progress | None = None) -> Discovery:
         if self._discovery is None:
             self._discovery = await discover(self.pm, self.cwd, self.home, self.cache,
-                                             self.options, progress)
+                                             self.options, progress, self.settings)
         return self._discovery
 
     def discover(self, progress: Progress | None = None) -> Discovery:

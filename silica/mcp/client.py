@@ -1,0 +1,231 @@
+"""Talking to one MCP server: list its tools, call one, turn the answer into silica blocks.
+
+Every operation connects, does its one request and disconnects (a stdio server is started
+for it and stopped after), all within ``timeout`` seconds. A server that cannot be started
+or reached, that stops, that answers garbage or not at all raises ``McpServerError`` whose
+message says what happened (with the end of the server's stderr, when it wrote any).
+
+Images in results become ``ImageBlock``s with the bytes and media type as the server sent
+them: the Toolbox sniffs, checks and fits them like any tool's image. Audio, resource links
+and binary resources become short text notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import IO, Any, TypeVar
+
+from silica.blocks import Block, ImageBlock, TextBlock, ToolResult
+from silica.config import McpServerSettings
+from silica.errors import SilicaError
+
+T = TypeVar("T")
+
+_STDERR_TAIL = 600
+
+
+class McpServerError(SilicaError):
+    """An MCP server could not be used for one operation; the message says why."""
+
+
+async def list_tools(name: str, server: McpServerSettings, timeout: float) -> list[Any]:
+    """The server's tools (``mcp_types.Tool``: name, description, input_schema), every page."""
+
+    async def pages(client) -> list[Any]:
+        tools, cursor = [], None
+        for _ in range(100):  # a server whose cursor never ends must not hang discovery
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    return await _with_server(name, server, timeout, pages, "listing its tools")
+
+
+async def call_tool(name: str, server: McpServerSettings, tool: str, arguments: dict,
+                    timeout: float) -> ToolResult:
+    """Call ``tool`` on the server; its answer as a ``ToolResult`` (``isError`` kept)."""
+
+    async def call(client):
+        return await client.call_tool(tool, arguments)
+
+    result = await _with_server(name, server, timeout, call, f"the call of {tool!r}")
+    return result_of(name, result)
+
+
+# -- connecting -------------------------------------------------------------------------
+
+
+async def _with_server(name: str, server: McpServerSettings, timeout: float,
+                       operation: Callable[[Any], Awaitable[T]], what: str) -> T:
+    from mcp import Client  # the SDK is imported only when a server is used
+
+    stderr: IO[str] | None = None
+    noise: list[str] = []  # lines the server printed to stdout that are not MCP
+
+    async def on_message(message) -> None:
+        if isinstance(message, Exception) and len(noise) < 3:
+            noise.append(_unparsed(message))
+
+    started = done = False
+    answer: Any = None
+    with contextlib.ExitStack() as files:
+        if server.command:
+            stderr = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8",
+                                                                errors="replace"))
+        try:
+            async with asyncio.timeout(timeout):
+                async with Client(_transport(server, stderr), message_handler=on_message,
+                                  cache=None) as client:
+                    started = True
+                    answer, done = await operation(client), True
+        except Exception as exc:
+            if not done:  # once the answer is in, a failure while disconnecting is no matter
+                raise McpServerError(_explain(exc, name, server, timeout, what, started,
+                                              _tail(stderr), noise)) from None
+    return answer
+
+
+def _transport(server: McpServerSettings, stderr: IO[str] | None):
+    if server.url:
+        from mcp.client.streamable_http import streamable_http_client
+
+        return streamable_http_client(server.url)
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=server.command or "", args=server.args,
+                                   env=server.env or None)
+    return stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
+
+
+def _explain(exc: Exception, name: str, server: McpServerSettings, timeout: float, what: str,
+             started: bool, stderr: str, noise: list[str]) -> str:
+    """One message for the model and the person: what failed, and what the server said."""
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    leaf = _leaf(exc)
+    where = f"MCP server {name!r}"
+    if isinstance(leaf, TimeoutError):  # before OSError, of which it is a kind
+        step = what if started else "starting up"
+        message = f"the {where} did not answer within {timeout:g} s ({step})"
+    elif isinstance(leaf, FileNotFoundError) and server.command:
+        message = (f"cannot start the {where}: no command {server.command!r} "
+                   "(is it installed and on PATH?)")
+    elif isinstance(leaf, OSError) and server.command and not started:
+        message = f"cannot start the {where}: {leaf.strerror or leaf}"
+    elif isinstance(leaf, MCPError) and "closed" in str(leaf).lower():
+        message = (f"the {where} stopped during {what}" if started else
+                   f"the {where} stopped before it was ready")
+    elif isinstance(leaf, MCPError):
+        message = f"the {where} refused {what}: {leaf}"
+    elif isinstance(leaf, ValidationError):
+        message = f"the {where} sent an answer that is not valid MCP during {what}"
+    elif server.url and not started:
+        message = f"cannot reach the {where} at {server.url}: {type(leaf).__name__}: {leaf}"
+    else:
+        message = f"the {where} failed during {what}: {type(leaf).__name__}: {leaf}"
+    if noise:
+        message += f"; it printed text that is not MCP on stdout: {noise[0]!r}"
+    if stderr:
+        message += f"; its stderr ends:\n{stderr}"
+    return message
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the SDK's task groups' exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = next((e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)),
+                   exc.exceptions[0])
+    return exc
+
+
+def _unparsed(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            given = errors()[0].get("input")
+            if isinstance(given, str):
+                return given[:120]
+    return str(exc)[:120]
+
+
+def _tail(stderr: IO[str] | None) -> str:
+    if stderr is None:
+        return ""
+    try:
+        stderr.flush()
+        stderr.seek(0)
+        text = stderr.read()
+    except (OSError, ValueError):
+        return ""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    tail = "\n".join(lines)
+    return tail if len(tail) <= _STDERR_TAIL else "..." + tail[-_STDERR_TAIL:]
+
+
+# -- results ----------------------------------------------------------------------------
+
+
+def result_of(server: str, result: Any) -> ToolResult:
+    """A ``CallToolResult`` as silica blocks, in order; ``isError`` becomes ``is_error``.
+
+    Text is text; images are ``ImageBlock``s of the decoded bytes and the declared type
+    (checked later, by the Toolbox); audio, resource links and binary resources are notices;
+    an embedded text resource is passed as text. A result with only structured content
+    gives that content as JSON text.
+    """
+    blocks: list[Block] = []
+    for item in result.content or []:
+        blocks.append(_block(server, item))
+    if not blocks and result.structured_content is not None:
+        blocks.append(TextBlock(text=json.dumps(result.structured_content, ensure_ascii=False)))
+    return ToolResult(blocks=blocks, is_error=bool(result.is_error))
+
+
+def _block(server: str, item: Any) -> Block:
+    kind = getattr(item, "type", None)
+    if kind == "text":
+        return TextBlock(text=item.text)
+    if kind == "image":
+        data = _decode(item.data)
+        if data is None:
+            return TextBlock(text=f"[image dropped: MCP server {server!r} sent invalid base64]")
+        return ImageBlock(media_type=item.mime_type or "", data=data)
+    if kind == "audio":
+        size = _size(item.data)
+        return TextBlock(text=f"[audio from {server}: {item.mime_type}, {size}, not shown]")
+    if kind == "resource_link":
+        return TextBlock(text=f"[resource link: {item.uri}]")
+    if kind == "resource":
+        res = item.resource
+        text = getattr(res, "text", None)
+        if isinstance(text, str):
+            return TextBlock(text=f"[resource: {res.uri}]\n{text}")
+        blob = getattr(res, "blob", "") or ""
+        mime = res.mime_type or "unknown type"
+        if mime.startswith("image/") and (data := _decode(blob)) is not None:
+            return ImageBlock(media_type=mime, data=data)
+        return TextBlock(text=f"[resource: {res.uri}, {mime}, {_size(blob)}, not shown]")
+    return TextBlock(text=f"[{kind or 'unknown'} content from {server}, not shown]")
+
+
+def _decode(data: str) -> bytes | None:
+    try:
+        return base64.b64decode("".join(data.split()), validate=True)
+    except (binascii.Error, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _size(data: str) -> str:
+    raw = _decode(data)
+    return f"{len(raw)} bytes" if raw is not None else "invalid base64"

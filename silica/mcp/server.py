@@ -1,0 +1,250 @@
+"""silica as an MCP server: every runnable tool, served over stdio or streamable HTTP.
+
+    asyncio.run(serve_stdio(Toolbox()))                     # what `silica mcp serve` does
+    asyncio.run(serve_http(Toolbox(), "127.0.0.1", 8765))   # `silica mcp serve --http`
+
+``tools/list`` gives each runnable tool whose spec is valid (tool files, packs and built-ins,
+exactly what ``Toolbox.specs()`` gives a model), its ``input_schema`` passed on unchanged.
+``tools/call`` runs ``Toolbox.acall``: text blocks become text content, image blocks (already
+checked and fitted to the Toolbox's ``image_limits``) become image content, and
+``is_error`` becomes ``isError``. An unknown tool or bad input is an error result.
+
+A watcher stats the tool folders about once a second (names, sizes and mtimes of ``*.py``
+files; nothing is read or run while nothing changes). When they change it discovers again
+and, if the tool list changed, tells every client: ``notifications/tools/list_changed`` on
+handshake-era connections, a ``subscriptions/listen`` event on 2026-era ones.
+
+Nothing here writes to stdout: on stdio that is the protocol's. Logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ServerEvent,
+    ToolsListChanged,
+)
+
+from silica import __version__
+from silica.blocks import ImageBlock, ToolResult
+from silica.errors import SilicaError
+from silica.tools.discovery import tool_folders
+from silica.tools.toolbox import Toolbox
+
+log = logging.getLogger("silica.mcp")
+
+POLL_INTERVAL = 1.0  # seconds between two looks at the tool folders
+
+FolderState = tuple[tuple[str, tuple[tuple[str, int, int], ...] | None], ...]
+
+
+def folder_state(folders: list[Path]) -> FolderState:
+    """What the watcher compares: for each folder, its ``*.py`` files by name, size and mtime
+    (``None`` for a folder that is missing or unreadable). Only ``stat`` calls."""
+    state = []
+    for folder in folders:
+        try:
+            with os.scandir(folder) as entries:
+                files = []
+                for entry in entries:
+                    if not entry.name.endswith(".py"):
+                        continue
+                    with contextlib.suppress(OSError):  # removed while we looked
+                        st = entry.stat()
+                        files.append((entry.name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            state.append((str(folder), None))
+            continue
+        state.append((str(folder), tuple(sorted(files))))
+    return tuple(state)
+
+
+def call_result(result: ToolResult) -> types.CallToolResult:
+    """A silica ``ToolResult`` as MCP content: text for text, image for image, in order."""
+    content: list[types.TextContent | types.ImageContent] = []
+    for block in result.blocks:
+        if isinstance(block, ImageBlock):
+            content.append(types.ImageContent(type="image", data=block.base64,
+                                              mime_type=block.media_type))
+        else:
+            content.append(types.TextContent(type="text", text=block.text))
+    return types.CallToolResult(content=content, is_error=result.is_error)
+
+
+class ToolServer:
+    """One low-level MCP ``Server`` over one ``Toolbox``, plus the folder watcher.
+
+    ``server`` is the SDK's ``Server``; run it on a transport together with ``watch()``
+    (``serve_stdio`` and ``serve_http`` do both).
+    """
+
+    def __init__(self, toolbox: Toolbox, poll_interval: float = POLL_INTERVAL) -> None:
+        self.toolbox = toolbox
+        self.poll_interval = poll_interval
+        # Discovery is re-run by the watcher while requests come in; one at a time.
+        self._discovery_lock = asyncio.Lock()
+        self._events = InMemorySubscriptionBus()
+        self._warnings: list[str] | None = None
+        self._known: list[dict] | None = None  # the specs of the last discovery
+        self.server: Server[Any] = Server(
+            "silica", version=__version__,
+            instructions="The user's own script tools, run by silica.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._events),
+        )
+        self.server.add_notification_handler("notifications/initialized",
+                                             types.NotificationParams, self._forward_changes)
+
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    # -- requests -----------------------------------------------------------------------
+
+    async def _specs(self) -> list[dict]:
+        """The specs of the current discovery (made now if there is none)."""
+        async with self._discovery_lock:
+            return await self._discover()
+
+    async def _discover(self) -> list[dict]:
+        # With the lock held. No await after ``adiscover``: the specs are that discovery's.
+        await self.toolbox.adiscover()
+        warnings = self.toolbox.discover().warnings
+        if warnings != self._warnings:
+            for warning in warnings:
+                log.warning("%s", warning)
+            self._warnings = list(warnings)
+        self._known = self.toolbox.specs()
+        return self._known
+
+    async def _list_tools(self, ctx: ServerRequestContext,
+                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=s["name"], description=s["description"],
+                       input_schema=s["input_schema"])
+            for s in await self._specs()])
+
+    async def _call_tool(self, ctx: ServerRequestContext,
+                         params: types.CallToolRequestParams) -> types.CallToolResult:
+        await self._specs()  # so the call does not start a discovery of its own
+        try:
+            result = await self.toolbox.acall(params.name, params.arguments)
+        except Exception as exc:  # a plugin's bug is this call's error, not the server's end
+            log.exception("calling %s failed", params.name)
+            result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
+        return call_result(result)
+
+    async def _forward_changes(self, ctx: ServerRequestContext,
+                               params: types.NotificationParams) -> None:
+        """Handshake-era connections: lives as long as the connection (the SDK cancels it
+        when the connection closes), sending ``tools/list_changed`` for each change."""
+        send, receive = anyio.create_memory_object_stream[ServerEvent](1)
+
+        def deliver(event: ServerEvent) -> None:
+            if isinstance(event, ToolsListChanged):
+                with contextlib.suppress(anyio.WouldBlock):  # one pending change is enough
+                    send.send_nowait(event)
+
+        unsubscribe = self._events.subscribe(deliver)
+        try:
+            async with receive:
+                async for _ in receive:
+                    await ctx.session.send_tool_list_changed()
+        finally:
+            unsubscribe()
+            send.close()
+
+    # -- watching -----------------------------------------------------------------------
+
+    async def _folder_state(self) -> FolderState:
+        box = self.toolbox
+
+        def look() -> FolderState:
+            # Folders are asked for each time: a pack installed while serving adds one.
+            return folder_state([f.path for f in tool_folders(box.pm, box.cwd, box.home)])
+
+        return await asyncio.to_thread(look)
+
+    async def watch(self) -> None:
+        """Discover, then follow the tool folders until cancelled."""
+        state = await self._folder_state()  # before discovering: a change during it is seen
+        try:
+            await self._specs()  # now, so the first tools/list need not wait for it
+        except Exception:  # a request will try again; the server keeps serving
+            log.exception("discovering the tools failed")
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                now = await self._folder_state()
+                if now != state:
+                    state = now
+                    await self._rediscover()
+            except Exception:  # the watcher outlives a bad moment; calls still work
+                log.exception("watching the tool folders failed")
+
+    async def _rediscover(self) -> None:
+        async with self._discovery_lock:
+            before = self._known
+            self.toolbox.refresh()
+            after = await self._discover()
+        if after != before:
+            log.info("the tool list changed; telling clients")
+            await self._events.publish(ToolsListChanged())
+
+
+async def serve_stdio(toolbox: Toolbox) -> None:
+    """Serve ``toolbox`` on this process's stdin and stdout until the client closes stdin."""
+    from mcp.server.stdio import stdio_server
+
+    tools = ToolServer(toolbox)
+    async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+        tasks.start_soon(tools.watch)
+        await tools.server.run(read, write, tools.initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+async def serve_http(toolbox: Toolbox, host: str, port: int) -> None:
+    """Serve ``toolbox`` over streamable HTTP at ``http://host:port/mcp`` until interrupted.
+
+    Port 0 takes a free port; the address served is logged (stderr) either way. On a
+    loopback host, requests naming another host or origin are refused (DNS rebinding).
+    ``SilicaError`` if the address cannot be listened on.
+    """
+    import uvicorn
+
+    tools = ToolServer(toolbox)
+    app = tools.server.streamable_http_app(host=host)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise SilicaError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                          "pick another --port (0 takes a free one)") from exc
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    log.info("serving MCP at http://%s:%d/mcp", shown, bound)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("%s is reachable from other machines: anyone who can connect can run "
+                    "your tools", host)
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tools.watch)
+        try:
+            await uvicorn.Server(config).serve(sockets=[sock])
+        finally:
+            sock.close()
+            tasks.cancel_scope.cancel()

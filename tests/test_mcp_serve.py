@@ -1,0 +1,225 @@
+"""``silica mcp serve`` as an MCP host sees it: a real server process, the official MCP client.
+
+Every await is bounded (``bounded``), and every server process is stopped when its test ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import mcp.types as types
+import pytest
+from conftest import script_tool, simple_spec
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from PIL import Image
+
+from silica.tools.toolbox import Toolbox
+
+REPO = Path(__file__).resolve().parent.parent
+CALL_TIMEOUT = 120.0  # a tool's first run may install its dependencies
+CHANGE_TIMEOUT = 20.0  # the watcher looks every second; discovering one new tool is quick
+
+
+@pytest.fixture
+def examples(user_tools):
+    for name in ("hello.py", "chart.py"):
+        shutil.copy(REPO / "user_tools" / name, user_tools / name)
+    return user_tools
+
+
+@pytest.fixture
+def errlog(tmp_path):
+    """The servers' stderr: shown with a failing test's output."""
+    with open(tmp_path / "server.err", "w+", encoding="utf-8") as f:
+        yield f
+        f.seek(0)
+        sys.stderr.write(f.read())
+
+
+def bounded(coro, timeout: float = CALL_TIMEOUT):
+    """Run ``coro`` to the end, failing the test after ``timeout`` seconds."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def serve_stdio(errlog):
+    """``silica mcp serve`` as a host starts it; the process is stopped when the client exits."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "silica", "mcp", "serve"],
+                                   env=os.environ.copy(), cwd=os.getcwd())
+    return stdio_client(params, errlog=errlog)
+
+
+@asynccontextmanager
+async def connected(errlog, on_message=None):
+    """A handshake-era session with a fresh server; fails if stdout carried anything but
+    the protocol (the client reports unreadable lines as exceptions)."""
+    faults = []
+
+    async def handle(message):
+        if isinstance(message, Exception):
+            faults.append(message)
+        elif on_message:
+            await on_message(message)
+
+    async with serve_stdio(errlog) as (read, write), \
+            ClientSession(read, write, message_handler=handle) as session:
+        await session.initialize()
+        yield session
+    assert not faults, faults
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def test_lists_every_runnable_tool_with_its_spec(examples, errlog):
+    script_tool(examples, "broken.py", "not json")
+
+    async def act():
+        async with connected(errlog) as session:
+            return await session.list_tools()
+
+    listed = bounded(act())
+    served = {t.name: {"name": t.name, "description": t.description,
+                       "input_schema": t.input_schema} for t in listed.tools}
+    assert {"chart", "hello", "read_file"} <= set(served)
+    assert "broken" not in served  # only tools that can run are offered
+    assert served == {s["name"]: s for s in Toolbox().specs()}  # what `tools spec` prints
+    assert served["chart"]["input_schema"]["required"] == ["values"]
+
+
+def test_chart_gives_a_real_png_and_its_summary(examples, errlog):
+    async def act():
+        async with connected(errlog) as session:
+            return await session.call_tool("chart", {"values": [3, 1, 4, 1, 5]})
+
+    result = bounded(act())
+    assert result.is_error is False
+    [image] = [c for c in result.content if isinstance(c, types.ImageContent)]
+    assert image.mime_type == "image/png"
+    with Image.open(io.BytesIO(base64.b64decode(image.data))) as img:
+        img.verify()
+        assert img.format == "PNG" and img.size == (640, 400)
+    assert "bar chart of 5 values" in text_of(result)
+
+
+def test_errors_are_results_and_the_server_keeps_serving(examples, errlog):
+    script_tool(examples, "fail.py", simple_spec("fail"),
+                body="import sys\nprint('disk full', file=sys.stderr)\nsys.exit(3)\n")
+
+    async def act():
+        async with connected(errlog) as session:
+            return (await session.call_tool("fail", {}),
+                    await session.call_tool("no_such_tool", {}),
+                    await session.call_tool("hello", {"shout": True}),
+                    await session.call_tool("hello", {"name": "MCP"}))
+
+    failed, unknown, bad_input, fine = bounded(act())
+    assert failed.is_error and "exited with code 3" in text_of(failed)
+    assert "disk full" in text_of(failed)
+    assert unknown.is_error and "no tool named 'no_such_tool'" in text_of(unknown)
+    assert bad_input.is_error and "shout" in text_of(bad_input)
+    assert not fine.is_error and text_of(fine).strip() == "Hello, MCP."
+
+
+def test_a_new_tool_file_is_announced_while_connected(examples, errlog):
+    async def act():
+        changed = asyncio.Event()
+
+        async def on_message(message):
+            if isinstance(message, types.ToolListChangedNotification):
+                changed.set()
+
+        async with connected(errlog, on_message) as session:
+            before = {t.name for t in (await session.list_tools()).tools}
+            script_tool(examples, "added.py", simple_spec("added", text="string"),
+                        body="print('added ran')")
+            await asyncio.wait_for(changed.wait(), CHANGE_TIMEOUT)
+            after = {t.name for t in (await session.list_tools()).tools}
+            return before, after, await session.call_tool("added", {"text": "x"})
+
+    before, after, result = bounded(act())
+    assert "added" not in before
+    assert after == before | {"added"}
+    assert text_of(result).strip() == "added ran"
+
+
+def test_a_2026_client_hears_of_changes_on_its_listen_stream(examples, errlog):
+    async def act():
+        async with Client(serve_stdio(errlog)) as client, \
+                client.listen(tools_list_changed=True) as subscription:
+            script_tool(examples, "added.py", simple_spec("added"), body="print('hi')")
+            event = await asyncio.wait_for(anext(aiter(subscription)), CHANGE_TIMEOUT)
+            tools = await client.list_tools(cache_mode="refresh")
+            return client.session.protocol_version, event, {t.name for t in tools.tools}
+
+    version, event, names = bounded(act())
+    assert version in MODERN_PROTOCOL_VERSIONS
+    assert isinstance(event, ToolsListChanged)
+    assert {"added", "hello", "chart"} <= names
+
+
+@pytest.fixture
+def http_server(examples, tmp_path):
+    """``silica mcp serve --http --port 0``: the URL it reports on stderr."""
+    err = tmp_path / "http.err"
+    with open(err, "w", encoding="utf-8") as errfile:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "silica", "mcp", "serve", "--http", "--port", "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errfile,
+            env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, "the server never said where it listens"
+            time.sleep(0.1)
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        with proc.stdout:
+            assert proc.stdout.read() == b""  # over HTTP too, logs go to stderr
+
+
+def test_http_serves_on_loopback(http_server):
+    async def act():
+        async with streamable_http_client(http_server) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            return (await session.list_tools(),
+                    await session.call_tool("hello", {"name": "HTTP", "excited": True}))
+
+    assert http_server.startswith("http://127.0.0.1:") and http_server.endswith("/mcp")
+    listed, result = bounded(act())
+    assert {"hello", "chart", "read_file"} <= {t.name for t in listed.tools}
+    assert not result.is_error and text_of(result).strip() == "Hello, HTTP!"
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["tools", "list", "--json"]])
+def test_light_commands_do_not_import_the_mcp_sdk(examples, argv):
+    code = (f"import sys; sys.argv = ['silica', *{argv!r}]\n"
+            "from silica.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules\n"
+            "               if m.split('.')[0] in ('mcp', 'mcp_types', 'uvicorn', 'starlette'))\n"
+            "print('HEAVY', heavy, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert "HEAVY []" in done.stderr, done.stderr
