@@ -18,10 +18,8 @@ Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from silica.agent.conversation import Conversation, ToolResultBlock
 from silica.blocks import ImageBlock, TextBlock
 from silica.errors import SilicaError
+from silica.fsutil import write_atomic
 from silica.paths import silica_home
 
 FORMAT = "silica-session"
@@ -97,16 +96,7 @@ def save_session(conversation: Conversation, home: Path | None = None) -> Path:
                       indent=1, ensure_ascii=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, text)
     except OSError as exc:
         raise SessionError(f"cannot save session to {path}: {exc}") from exc
     return path

@@ -27,7 +27,6 @@ import io
 import os
 import re
 import shutil
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock
 from silica.config import StoreSettings
 from silica.errors import SilicaError
+from silica.fsutil import write_atomic
 from silica.paths import silica_home
 
 SESSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -198,16 +198,7 @@ class ImageStore:
             self.folder.mkdir(parents=True, exist_ok=True)
             replaced = target.is_file() and not target.is_symlink()
             previous = target.stat().st_size if replaced else 0  # a changed copy, rewritten
-            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=_TEMP_PREFIX, suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(temp, target)
-            except BaseException:
-                Path(temp).unlink(missing_ok=True)
-                raise
+            write_atomic(target, data, prefix=_TEMP_PREFIX)
         except OSError as exc:
             raise StoreError(f"cannot write image to {target}: {exc}; check the disk and the "
                              f"permissions of {self.folder}") from exc

@@ -8,16 +8,15 @@ written atomically (a temporary file, then a rename).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from silica.fsutil import write_atomic
 from silica.packs.errors import PackError
 from silica.packs.manifest import PACK_NAME_PATTERN
 from silica.paths import silica_home
@@ -86,15 +85,4 @@ def write_lock(lock: Lock, home: Path | None = None) -> None:
     data = lock.model_dump(mode="json")
     data["packs"] = dict(sorted(data["packs"].items()))
     text = json.dumps(data, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lock-", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the lock holds no secrets
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / LOCK_NAME)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(folder / LOCK_NAME, text, prefix=".lock-", mode=0o644)  # no secrets in it

@@ -8,13 +8,12 @@ ignored and rewritten, and a cache folder that cannot be written only costs spee
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from silica.fsutil import write_atomic
 
 CACHE_FORMAT = 1
 
@@ -53,10 +52,6 @@ class SpecCache:
         data = json.dumps({"format": CACHE_FORMAT, "key": key, "specs": specs})
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, self._path(key))
+            write_atomic(self._path(key), data)
         except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+            pass

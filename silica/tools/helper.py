@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 from functools import cache
 from importlib import resources
 from pathlib import Path
+
+from silica.fsutil import write_atomic
 
 HELPER_NAME = "_silica_toolspec.py"
 _VERSION = re.compile(r'^HELPER_VERSION\s*=\s*["\'](\d+)["\']', re.M)
@@ -39,12 +38,7 @@ def ensure_helper(folder: Path) -> bool:
     if current is not None and int(helper_version(current)) >= int(ours):
         return True
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".silica-", suffix=".py")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(helper_source())
-        os.replace(tmp, target)
+        write_atomic(target, helper_source(), prefix=".silica-", mode=0o644)
         return True
     except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
         return False

@@ -1,0 +1,26 @@
+"""Writing files so that a reader sees the old content or the new, never a part of it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes | str, *, prefix: str = ".tmp-",
+                 mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and
+    ``os.replace``, flushed to disk first. ``mode`` sets the file's permissions (temporary
+    files start private). Raises ``OSError``; leaves no temporary file behind either way."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".part")
+    try:
+        if mode is not None:
+            os.chmod(temp, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
