@@ -226,6 +226,18 @@ def test_gnu_screen_passthrough_is_unwrapped():
     assert result.text == "screen  done" and [i.data for i in result.images] == [data]
 
 
+def test_files_far_into_long_coloured_output():
+    coloured = "".join(f"{ESC}[3{n % 8}m{n:05d}{ESC}[0m ok\n" for n in range(3000))
+    data = [png(3, 3), png(4, 3)]
+    stream = (
+        coloured + file(data[0]) + coloured + "".join(tmux(p) for p in multipart(data[1]))
+        + coloured + osc("SetMark")
+    )
+    result = extract_iterm2(stream)
+    assert result.text == coloured * 3 + osc("SetMark")
+    assert [i.data for i in result.images] == data
+
+
 # --- real emitters, recorded (see tests/data/escapes/README.txt) --------------------------------
 
 

@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -175,6 +176,28 @@ def test_the_fast_decoder_and_the_fallback_agree(decoder, monkeypatch):
     result = extract_kitty(stream)
     assert [i.data for i in result.images] == [data, data]
     assert result.text == "[kitty image dropped: invalid base64]" * 2
+
+
+def test_a_bel_inside_a_chunk_ends_that_chunk_there():
+    data = png(6, 6)
+    cuts = [b64(data)[i : i + 16] for i in range(0, len(b64(data)), 16)]
+    cut = cuts[3][:8] + BEL + cuts[3][8:]  # the rest of that chunk, and its ST, are text
+    keys = ["a=T,f=100,m=1"] + ["m=1"] * (len(cuts) - 2) + ["m=0"]
+    pieces = zip(keys, [*cuts[:3], cut, *cuts[4:]], strict=True)
+    stream = "".join(apc(k, c) for k, c in pieces)
+    result = extract_kitty(f"<{stream}>")
+    assert result.text == f"<{cuts[3][8:]}{ST}>"
+    taken = "".join(cuts[:3]) + cuts[3][:8] + "".join(cuts[4:])
+    assert [i.data for i in result.images] == [base64.b64decode(taken)]
+
+
+def test_chunks_cut_by_bel_again_and_again_still_take_linear_time():
+    good, cut = apc("m=1", "AAAA"), apc("m=1", f"AA{BEL}A")
+    stream = apc("a=T,f=100,m=1", "AAAA") + (good + good + cut) * 4000 + apc("m=0", "AAAA")
+    started = time.perf_counter()
+    result = extract_kitty(stream)
+    assert time.perf_counter() - started < 2.0  # ~0.05 s; as the square of it, ~5 s
+    assert result.text == f"A{ST}" * 4000
 
 
 # --- formats ---------------------------------------------------------------------------
@@ -409,6 +432,25 @@ def test_screen_packets_spanning_several_sequences():
     stream = screen_packets("".join(chunked(data, "a=T,f=100", size=90)), size=200)
     result = extract_kitty("<" + stream + ">")
     assert result.text == "<>" and [i.data for i in result.images] == [data]
+
+
+def test_sequences_and_passthrough_far_into_long_output():
+    coloured = "".join(f"{ESC}[3{n % 8}m{n:05d}{ESC}[0m ok\n" for n in range(3000))
+    snaky = "".join(f"{ESC}[1mrow_{n}_of_many{ESC}[0m\n" for n in range(3000))
+    plain = "plain output line\n" * 3000
+    other = tmux(f"{ESC}]52;c;aGVsbG8={BEL}")
+    data = [png(3, 3), png(4, 3), png(5, 3)]
+    stream = (
+        coloured + apc("a=T,f=100", b64(data[0])) + plain
+        + "".join(tmux(p) for p in chunked(data[1], "a=T,f=100", size=30)) + snaky
+        + screen_packets("".join(chunked(data[2], "a=T,f=100", size=90))) + coloured + other
+        + plain
+    )
+    result = extract_kitty(stream)
+    assert result.text == coloured + plain + snaky + coloured + other + plain
+    assert [i.data for i in result.images] == data
+    alike = f"{ESC}_X{ST}_G{ESC}_ {ESC}P{ST}"
+    assert extract_kitty(coloured + snaky + alike + other).text == coloured + snaky + alike + other
 
 
 # --- unicode placeholders ---------------------------------------------------------------------

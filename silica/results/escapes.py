@@ -1,8 +1,9 @@
 """What the terminal image extractors (kitty, iTerm2) share.
 
 ``Extraction`` is their common result. The rest is plumbing: a base64 decoder that takes its
-input in pieces, the tmux and GNU screen passthrough unwrappers, and ``StreamExtractor``, the
-walk over the text that both extractors build on.
+input in pieces, the tmux and GNU screen passthrough unwrappers, a fast search for escape
+sequences (``find_escape``), and ``StreamExtractor``, the walk over the text that both
+extractors build on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ MAX_DECODED_BYTES = 256 * 1024 * 1024
 ESC = "\x1b"
 BEL = "\x07"
 ST = "\x1b\\"
+TMUX = "\x1bPtmux;"
+SCREEN = "\x1bP"
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\[\]]")
+# find_escape: how far str.find looks before hopping starts, and how close hops may come
+# on average before it leaves a way of hopping.
+_NEAR = 2048
+_HOP_GAP = 128
 
 
 def marker(text: str) -> str:
@@ -39,14 +46,58 @@ def safe(value: str, limit: int = 40) -> str:
     return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
-def string_end(text: str, start: int) -> tuple[int, int]:
+def find_escape(
+    text: str, needle: str, start: int = 0, end: int | None = None, rare: int = 0
+) -> int:
+    """``text.find(needle, start, end)`` for a ``needle`` that begins with ESC, only faster.
+
+    CPython's ``str.find`` compares its way through the text (about 0.5 ns a character) for
+    a needle of two characters or more, but finds one character with memchr, tens of times
+    faster. So: the first ESC is most often the needle, or there is none (plain output);
+    else ``str.find`` looks a little way on (``_NEAR``), where each call to it costs less
+    than a hop below. Past that, this hops from one ESC to the next while they are far
+    apart. Where they come thick (colours on every line) it hops on ``needle[rare]``
+    instead, a character rare there; and if that comes thick too, ``str.find`` takes over.
+    A hop costs about 0.1 µs, hence the switch once hops come closer than ``_HOP_GAP``.
+    """
+    end = len(text) if end is None else end
+    find, startswith = text.find, text.startswith
+    i = find(ESC, start, end)
+    if i < 0 or startswith(needle, i, end):
+        return i
+    near = min(end, i + _NEAR)
+    found = find(needle, i + 1, near)
+    if found >= 0 or near == end:
+        return found
+    start = max(i + 1, near - len(needle) + 1)  # every start before this one was looked at
+    for offset in (0, rare) if rare else (0,):
+        char = needle[offset]
+        i = find(char, start + offset, end)
+        while True:
+            if i < 0:
+                return -1
+            window = i
+            for _ in range(64):
+                if text[i - offset] == ESC and startswith(needle, i - offset, end):
+                    return i - offset
+                i = find(char, i + 1, end)
+                if i < 0:
+                    return -1
+            if i - window < 64 * _HOP_GAP:
+                break  # thick: try the next way
+        start = i - offset  # every start before this one was looked at
+    return find(needle, start, end)
+
+
+def string_end(text: str, start: int, esc: int | None = None) -> tuple[int, int]:
     """Where the APC/OSC string whose body begins at ``start`` ends, as ``(stop, end)``.
 
     ``stop`` is the index of its terminator, BEL or ST, and ``end`` the index just past it.
     If an ESC that does not begin ST, or the end of ``text``, comes first, the string was cut
-    off: ``stop`` is that point and ``end`` is -1.
+    off: ``stop`` is that point and ``end`` is -1. ``esc``: the first ESC from ``start``
+    (-1: none), if the caller knows it.
     """
-    esc = text.find(ESC, start)
+    esc = text.find(ESC, start) if esc is None else esc
     limit = len(text) if esc < 0 else esc
     bel = text.find(BEL, start, limit)
     if bel >= 0:
@@ -56,7 +107,8 @@ def string_end(text: str, start: int) -> tuple[int, int]:
     return limit, -1
 
 
-def _strict(s: str) -> bytes | None:
+def strict_decode(s: str) -> bytes | None:
+    """Decode padded base64 with nothing else in it (no whitespace); ``None`` if it is not."""
     try:
         if _pybase64 is not None:
             return _pybase64.b64decode(s, validate=True)
@@ -81,7 +133,7 @@ def _padded(s: str) -> bytes | None:
     rest = len(body) % 4
     if rest == 1:
         return None
-    return _strict(body + "=" * ((4 - rest) % 4))
+    return strict_decode(body + "=" * ((4 - rest) % 4))
 
 
 class Base64Stream:
@@ -108,8 +160,15 @@ class Base64Stream:
         self.parts = []
         self.carry = ""
 
-    def feed(self, text: str, start: int = 0, end: int | None = None) -> None:
-        """Take ``text[start:end]``; the slice is only made when it will be decoded."""
+    def feed(
+        self, text: str, start: int = 0, end: int | None = None, decoded: bytes | None = None
+    ) -> None:
+        """Take ``text[start:end]``; the slice is only made when it will be decoded.
+
+        ``decoded``, if given, is what ``strict_decode`` made of that slice on its own (a
+        caller that decoded it to learn that it is all base64); it is used when no unfinished
+        quantum waits before it, and saves decoding the slice again.
+        """
         end = len(text) if end is None else end
         if self.error is not None or end <= start:
             return
@@ -119,10 +178,13 @@ class Base64Stream:
             return
         if not self.decode:
             return
+        if decoded is not None and not self.carry:
+            self.parts.append(decoded)
+            return
         s = self.carry + text[start:end]
         self.carry = ""
         if len(s) % 4 == 0:
-            out = _strict(s)
+            out = strict_decode(s)
             if out is not None:
                 self.parts.append(out)
                 return
@@ -131,7 +193,7 @@ class Base64Stream:
             out = _padded(s)
         else:
             cut = len(s) - len(s) % 4
-            out = _strict(s[:cut])
+            out = strict_decode(s[:cut])
             self.carry = s[cut:]
         if out is None:
             self.fail("invalid base64")
@@ -221,23 +283,31 @@ def unwrap_screen(text: str, start: int) -> tuple[str, int]:
 class StreamExtractor:
     """A walk over text that finds one protocol's sequences, directly or in passthrough.
 
-    A subclass sets ``source`` and ``direct`` (a regex for the start of one of its
-    sequences, after the ESC) and implements ``sequence``; it writes the cleaned text to
-    ``out`` and the images through ``add_image``.
+    A subclass sets ``source``, ``intro`` (how each of its sequences begins: ESC and the
+    characters after it) and ``commands`` (if given, one of them must follow ``intro``), and
+    implements ``sequence``; it writes the cleaned text to ``out`` and the images through
+    ``add_image``.
     """
 
     source = ""
-    direct = ""
+    intro = ""
+    commands: tuple[str, ...] = ()
+    rare = 0  # which character of intro to hop on where ESCs are thick (see find_escape)
     max_depth = 2  # passthrough inside passthrough, and no deeper
 
-    def __init_subclass__(cls) -> None:
-        # One leading literal ESC lets the regex engine skip ahead fast between escapes.
-        cls.starts = re.compile(
-            f"\x1b(?:(?P<direct>{cls.direct})|(?P<tmux>Ptmux;)|(?P<screen>P(?=\x1b{cls.direct})))"
-        )
-        cls.anywhere = re.compile(f"\x1b{cls.direct}")
-
     max_markers = 100  # past this many, drops are only counted, in one marker at the end
+
+    def __init_subclass__(cls) -> None:
+        direct = re.escape(cls.intro[1:])
+        if cls.commands:
+            direct += "(?=" + "|".join(map(re.escape, cls.commands)) + ")"
+        # The next sequence or passthrough nearby: one call, the regex engine skips ahead
+        # fast between escapes. ``reach``: the most characters a match looks at.
+        cls.starts = re.compile(
+            f"\x1b(?:(?P<direct>{direct})|(?P<tmux>Ptmux;)|(?P<screen>P(?=\x1b{direct})))"
+        )
+        longest = max(map(len, cls.commands), default=0)
+        cls.reach = max(len(TMUX), len(SCREEN) + len(cls.intro) + longest)
 
     def __init__(self) -> None:
         self.out: list[str] = []
@@ -248,31 +318,57 @@ class StreamExtractor:
         """Handle the sequence at ``text[start]`` (its body begins at ``body``); return its end."""
         raise NotImplementedError
 
-    def feed(self, text: str, depth: int = 0) -> None:
-        out, pos = self.out, 0
+    def find(self, text: str, pos: int = 0) -> int:
+        """Where our next sequence begins in ``text``, at ``pos`` or after; -1 if nowhere."""
         while True:
-            m = self.starts.search(text, pos)
-            if m is None:
-                out.append(text[pos:])
-                return
-            start = m.start()
-            out.append(text[pos:start])
-            if m.lastgroup == "direct":
-                pos = self.sequence(text, start, m.end())
+            at = find_escape(text, self.intro, pos, rare=self.rare)
+            if at < 0 or not self.commands or text.startswith(self.commands, at + len(self.intro)):
+                return at
+            pos = at + 1
+
+    def feed(self, text: str, depth: int = 0, at: int = -1) -> None:
+        """Walk ``text``; ``at``: where ``find`` says our first sequence is, if known."""
+        out, pos, size, search = self.out, 0, len(text), self.starts.search
+        while True:
+            near = pos + _NEAR
+            found = search(text, pos, near)
+            if found is not None:
+                start, kind = found.start(), found.lastgroup
+            elif near >= size:
+                break
+            else:  # nothing near: hop to our next sequence (at, kept while it is ahead)
+                far = max(pos, near - self.reach)  # no match begins before far
+                if at < far:
+                    at = self.find(text, far)
+                if at < 0:
+                    break
+                # Passthrough that matters wraps one of our sequences, so it begins before
+                # it: tmux anywhere, screen just before. Past the last, it is kept as it is.
+                start, kind = at, "direct"
+                esc = text.find(ESC, far, at)
+                if esc >= 0:
+                    tmux = find_escape(text, TMUX, esc, at, rare=1)
+                    if tmux >= 0:
+                        start, kind = tmux, "tmux"
+                    elif at - 2 >= far and text.startswith(SCREEN, at - 2):
+                        start, kind = at - 2, "screen"
+            if start > pos:
+                out.append(text[pos:start])
+            if kind == "direct":
+                pos = self.sequence(text, start, start + len(self.intro))
                 continue
+            wrapper = TMUX if kind == "tmux" else SCREEN
             if depth >= self.max_depth:
-                out.append(m.group())
-                pos = m.end()
+                out.append(wrapper)
+                pos = start + len(wrapper)
                 continue
-            if m.lastgroup == "tmux":
-                inner, end = unwrap_tmux(text, start)
-            else:
-                inner, end = unwrap_screen(text, start)
-            if self.anywhere.search(inner):
-                self.feed(inner, depth + 1)
+            inner, pos = (unwrap_tmux if kind == "tmux" else unwrap_screen)(text, start)
+            first = self.find(inner)
+            if first >= 0:
+                self.feed(inner, depth + 1, first)
             else:  # passthrough of something else: not ours, keep it whole
-                out.append(text[start:end])
-            pos = end
+                out.append(text[start:pos])
+        out.append(text[pos:])
 
     def note(self, text: str) -> str:
         """The marker saying ``text``; or, once ``max_markers`` were made, ``""`` (counted)."""

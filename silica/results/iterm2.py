@@ -15,6 +15,7 @@ import re
 from silica.images.payload import ImagePayload
 from silica.images.sniff import sniff_media_type
 from silica.results.escapes import (
+    ESC,
     Base64Stream,
     Extraction,
     StreamExtractor,
@@ -47,10 +48,13 @@ def extract_iterm2(text: str) -> Extraction:
     - A sequence cut off (no BEL or ST before the next ESC or the end) loses only the
       arguments and base64 that run on from its start; the text after them stays.
     """
-    if "\x1b" not in text:
+    if ESC not in text:  # memchr: the quickest no
         return Extraction(text=text, images=[])
     extractor = _ITerm2()
-    extractor.feed(text)
+    first = extractor.find(text)
+    if first < 0:  # none of ours, not even in passthrough (it is kept as it is)
+        return Extraction(text=text, images=[])
+    extractor.feed(text, at=first)
     return extractor.finish()
 
 
@@ -80,7 +84,8 @@ class _Multipart:
 
 class _ITerm2(StreamExtractor):
     source = "iterm2"
-    direct = r"\]1337;(?=File=|MultipartFile=|FilePart=|FileEnd)"
+    intro = "\x1b]1337;"  # no rare character to hop on: str.find, long needle, does well
+    commands = ("File=", "MultipartFile=", "FilePart=", "FileEnd")
 
     def __init__(self) -> None:
         super().__init__()

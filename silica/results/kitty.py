@@ -14,11 +14,15 @@ import zlib
 
 from silica.images.payload import ImagePayload
 from silica.results.escapes import (
+    BEL,
+    ESC,
+    MAX_BASE64_CHARS,
     MAX_DECODED_BYTES,
     Base64Stream,
     Extraction,
     StreamExtractor,
     safe,
+    strict_decode,
     string_end,
 )
 
@@ -52,10 +56,13 @@ def extract_kitty(text: str) -> Extraction:
     - A sequence cut off (no BEL or ST before the next ESC or the end) loses only its keys
       and base64 that run on from ``ESC _ G``; the text after them stays.
     """
-    if "\x1b" not in text:
+    if ESC not in text:  # memchr: the quickest no
         return Extraction(text=_strip_placeholders(text), images=[])
     extractor = _Kitty()
-    extractor.feed(text)
+    first = extractor.find(text)
+    if first < 0:  # no ESC _ G, so no graphics, not even in passthrough (it is kept as it is)
+        return Extraction(text=_strip_placeholders(text), images=[])
+    extractor.feed(text, at=first)
     return extractor.finish()
 
 
@@ -76,6 +83,15 @@ def _strip_placeholders(text: str) -> str:
             pos += 1
 
 
+def _keys(control: str) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for item in control.split(","):
+        key, eq, value = item.partition("=")
+        if eq:
+            keys[key] = value
+    return keys
+
+
 def _int(value: str | None) -> int | None:
     if value is None or not value.isascii() or not value.isdigit() or len(value) > 12:
         return None
@@ -91,10 +107,10 @@ class _Transfer:
         self.keys, self.kind, self.slot = keys, kind, slot
         self.b64 = Base64Stream(decode=kind == "image")
 
-    def add(self, text: str, start: int, end: int, cut: bool) -> None:
+    def add(self, text: str, start: int, end: int, cut: bool, decoded: bytes | None) -> None:
         if cut:
             self.b64.fail("escape sequence cut off")
-        self.b64.feed(text, start, end)
+        self.b64.feed(text, start, end, decoded)
 
     def image(self) -> tuple[bytes, None] | tuple[None, str]:
         """The image's bytes as PNG, or why there are none."""
@@ -156,36 +172,137 @@ def _png(pixels: bytes, width: int, height: int, channels: int) -> bytes:
 
 class _Kitty(StreamExtractor):
     source = "kitty"
-    direct = "_G"
+    intro = "\x1b_G"
+    rare = 1  # "_": rare in coloured output, where ESC is everywhere
 
     def __init__(self) -> None:
         super().__init__()
         self.loading: _Transfer | None = None  # a chunked transfer under way
         self.by_id: dict[int, tuple[int, int, bytes]] = {}  # i= -> (image index, slot, bytes)
+        self.control, self.keys = "", {}  # the last control data read, and its keys
+        self.batch = True  # whether run may take chunks; see ran
+
+    def parse(self, control: str) -> dict[str, str]:
+        # Chunks after the first repeat one control string ("m=1"): read it once.
+        if control != self.control:
+            self.control, self.keys = control, _keys(control)
+        return self.keys
 
     def sequence(self, text: str, start: int, body: int) -> int:
-        stop, end = string_end(text, body)
+        # The usual command, "keys;base64" ended by ST, read with as few passes over its
+        # base64 as can be: one to find the ESC, and decoding it, which also shows there is
+        # no BEL in it (that would end it sooner). Anything else takes the general way.
+        esc = text.find(ESC, body)
+        if esc >= 0 and text.startswith("\\", esc + 1):
+            semi = text.find(";", body, esc)
+            if semi >= 0:
+                control = text[body:semi]
+                if BEL not in control:
+                    keys = self.parse(control)
+                    decoded = self.decoded(keys, text, semi + 1, esc)
+                    if decoded is not None or text.find(BEL, semi + 1, esc) < 0:
+                        self.command(keys, text, semi + 1, esc, False, decoded)
+                        chunks = self.loading is not None and self.batch
+                        if chunks and text.startswith(self.intro, esc + 2):
+                            return self.run(text, esc + 2)
+                        return esc + 2
+        stop, end = string_end(text, body, esc)
         cut = end < 0
         if cut:  # take only what can belong to a graphics command
             stop = end = _HEADER.match(text, body, stop).end()
         semi = text.find(";", body, stop)
-        control = text[body : semi if semi >= 0 else stop]
-        keys: dict[str, str] = {}
-        for item in control.split(","):
-            key, eq, value = item.partition("=")
-            if eq:
-                keys[key] = value
-        self.command(keys, text, semi + 1 if semi >= 0 else stop, stop, cut)
+        keys = self.parse(text[body : semi if semi >= 0 else stop])
+        self.command(keys, text, semi + 1 if semi >= 0 else stop, stop, cut, None)
         return end
 
-    def command(self, keys: dict[str, str], text: str, start: int, end: int, cut: bool) -> None:
+    def run(self, text: str, pos: int) -> int:
+        """Take the chunks of the transfer under way that come one right after the other at
+        ``pos``, as ``sequence`` would; return where the first one left to it begins.
+
+        Thousands of chunks carry one big image, each most often with the same control data
+        as the one before ("m=1"). So while a chunk's ST is followed by that same control
+        data, the next chunk is taken with two ``str`` calls, and all their base64, whole
+        quanta, is decoded in one call at the end. That it decodes shows that no BEL cut a
+        chunk short; if it does not, the chunks are fed one by one, as they would have been.
+        """
+        find, startswith = text.find, text.startswith
+        pieces: list[str] = []
+        take = pieces.append
+        first, more = pos, True
+        while more and startswith(self.intro, pos):  # a chunk at pos: read its control data
+            esc = find(ESC, pos + 3)
+            semi = find(";", pos + 3, esc) if esc >= 0 else -1
+            if semi < 0:
+                break
+            control = text[pos + 3 : semi]
+            keys = self.parse(control)
+            if BEL in control or not _continues(keys):
+                break
+            more, start = keys.get("m") == "1", semi + 1
+            prefix = text[pos:start]  # ESC _ G, the control data, ";"
+            again, skip = "\\" + prefix, 2 + len(prefix)  # after a chunk's ESC: ST's end, prefix
+            size = esc - start  # of the base64 from start to the first ESC
+            while more and size >= 0 and not size & 3 and startswith(again, esc + 1):
+                take(text[start:esc])
+                start = esc + skip
+                esc = find(ESC, start)
+                size = esc - start
+            if size < 0 or size & 3 or not startswith("\\", esc + 1):  # left to the general way
+                return self.ran(text, first, pieces, start - len(prefix), True)
+            take(text[start:esc])
+            pos = esc + 2
+        return self.ran(text, first, pieces, pos, more)
+
+    def ran(self, text: str, first: int, pieces: list[str], pos: int, more: bool) -> int:
+        """Feed what ``run`` took (``pieces``: the base64 of the chunks from ``first`` to
+        ``pos``), finish the transfer unless ``more``; return where the general way goes on."""
+        loading = self.loading
+        assert loading is not None
+        stream, joined = loading.b64, "".join(pieces)
+        pieces.clear()  # free them before decoding
+        decoded = None
+        if (
+            joined and stream.decode and stream.error is None and not stream.carry
+            and len(joined) <= MAX_BASE64_CHARS
+        ):
+            decoded = strict_decode(joined)
+        if decoded is not None:
+            stream.feed(joined, 0, len(joined), decoded)
+        else:  # walk the chunks again, each checked for BEL and fed on its own
+            at = first
+            while at < pos:
+                start = text.find(";", at) + 1
+                end = text.find(ESC, start)  # where run found its ST
+                if text.find(BEL, start, end) >= 0:  # it ends at that BEL: the general way.
+                    # The chunks after it were taken for nothing; were that to happen again
+                    # and again, each run taking them anew, time would grow as the square.
+                    self.batch = False
+                    return at
+                stream.feed(text, start, end)
+                at = end + 2
+        if not more:
+            self.loading = None
+            self.complete(loading)
+        return pos
+
+    def decoded(self, keys: dict[str, str], text: str, start: int, end: int) -> bytes | None:
+        """``text[start:end]`` decoded, if it is image data, whole base64 quanta and no more."""
+        size = end - start
+        if not 0 < size <= MAX_BASE64_CHARS or size % 4 or keys.get("a", "t") not in ("t", "T"):
+            return None
+        return strict_decode(text[start:end])
+
+    def command(
+        self, keys: dict[str, str], text: str, start: int, end: int, cut: bool,
+        decoded: bytes | None,
+    ) -> None:
         action = keys.get("a", "t")
         more = keys.get("m") == "1"
         medium = keys.get("t", "d")
         loading = self.loading
-        if loading is not None and action in _TRANSMIT and medium == "d":
+        if loading is not None and _continues(keys):
             # A chunk after the first: only m= counts, whatever else it repeats.
-            loading.add(text, start, end, cut)
+            loading.add(text, start, end, cut, decoded)
             if not more:
                 self.loading = None
                 self.complete(loading)
@@ -206,7 +323,7 @@ class _Kitty(StreamExtractor):
             return
         kind = "query" if action == "q" else "frame" if action == "f" else "image"
         transfer = _Transfer(keys, kind, self.slot())
-        transfer.add(text, start, end, cut)
+        transfer.add(text, start, end, cut, decoded)
         if more:
             self.loading = transfer
         else:
@@ -241,6 +358,11 @@ class _Kitty(StreamExtractor):
             self.complete(self.loading)
             self.loading = None
         return self.result(_strip_placeholders("".join(self.out)))
+
+
+def _continues(keys: dict[str, str]) -> bool:
+    """Whether a command with ``keys`` is a chunk of the transfer under way, if one is."""
+    return keys.get("a", "t") in _TRANSMIT and keys.get("t", "d") == "d"
 
 
 def _deletes(keys: dict[str, str], loading: dict[str, str]) -> bool:
