@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
-from rich.table import Table
 from rich.text import Text
 
 from silica.cli.output import err, fail, out, print_json
@@ -73,7 +72,10 @@ def discover_tools() -> Discovery:
     return found
 
 
-def tools_table(tools: list[Tool]) -> Table:
+def tools_table(tools: list[Tool]):
+    """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False)
     for col in ("name", "status", "origin", "description / reason", "path"):
         table.add_column(col, overflow="fold")

@@ -1,12 +1,13 @@
 """Default result processor: images in the tool's JSON output."""
 
 from silica.hookspecs import hookimpl
-from silica.results.json_images import extract_json_images
 
 JSON_ORDER = 200
 
 
 def process(draft) -> None:
+    from silica.results.json_images import extract_json_images  # not needed to list tools
+
     found = extract_json_images(draft.text)
     draft.text = found.text
     draft.images.extend(found.images)

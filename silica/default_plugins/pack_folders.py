@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from silica.hookspecs import hookimpl
-from silica.packs.lock import pack_dirs
+from silica.packs.folders import pack_dirs
 from silica.tools.model import ToolFolder
 
 PACK_BAND = 1000  # after project tools (0...) and the user's (500)

@@ -4,19 +4,21 @@ They run before the JSON processor, so a tool may mix both. ``AGENT_GRAPHICS`` (
 ``tool_env``) tells tools which protocols are read.
 """
 
+import importlib
+
 from silica.hookspecs import hookimpl
-from silica.results.iterm2 import extract_iterm2
-from silica.results.kitty import extract_kitty
 
 KITTY_ORDER = 100
 ITERM2_ORDER = 110
 ESC = "\x1b"
 
 
-def _processor(extract):
+def _processor(module: str, function: str):
     def process(draft) -> None:
         if ESC not in draft.text:  # the common case: plain output, nothing to scan
             return
+        # imported on first use: listing tools never needs the extractors
+        extract = getattr(importlib.import_module(module), function)
         found = extract(draft.text)
         draft.text = found.text
         draft.images.extend(found.images)
@@ -25,5 +27,6 @@ def _processor(extract):
 
 @hookimpl
 def silica_result_processors(register) -> None:
-    register("kitty-graphics", KITTY_ORDER, _processor(extract_kitty))
-    register("iterm2-images", ITERM2_ORDER, _processor(extract_iterm2))
+    register("kitty-graphics", KITTY_ORDER, _processor("silica.results.kitty", "extract_kitty"))
+    register("iterm2-images", ITERM2_ORDER,
+             _processor("silica.results.iterm2", "extract_iterm2"))

@@ -26,7 +26,7 @@ _API = {
     "get_pack": "store", "Change": "store", "InstalledPack": "store",
     "check_pack": "authoring", "new_pack": "authoring", "CheckReport": "authoring",
     "PackManifest": "manifest", "read_manifest": "manifest", "MANIFEST_NAME": "manifest",
-    "LockEntry": "lock", "packs_dir": "lock",
+    "LockEntry": "lock", "packs_dir": "folders",
     "PackError": "errors", "ManifestError": "errors", "UnsafePack": "errors",
     "LocalEdits": "errors",
     "MAX_FILES": "safety", "MAX_TOTAL_BYTES": "safety", "MAX_DOWNLOAD_BYTES": "safety",

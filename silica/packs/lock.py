@@ -9,8 +9,6 @@ written atomically (a temporary file, then a rename).
 from __future__ import annotations
 
 import json
-import os
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,12 +16,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from silica.fsutil import write_atomic
 from silica.packs.errors import PackError
-from silica.packs.manifest import PACK_NAME_PATTERN
-from silica.paths import silica_home
+from silica.packs.folders import packs_dir
 
 LOCK_NAME = "silica-packs.lock"
 LOCK_FORMAT = 1
-_PACK_NAME = re.compile(PACK_NAME_PATTERN)
 
 
 class LockEntry(BaseModel):
@@ -45,21 +41,6 @@ class LockEntry(BaseModel):
 class Lock(BaseModel):
     lock_format: int = LOCK_FORMAT
     packs: dict[str, LockEntry] = Field(default_factory=dict)
-
-
-def packs_dir(home: Path | None = None) -> Path:
-    """``<silica home>/packs``: one folder per installed pack, and the lock file."""
-    return (home or silica_home()) / "packs"
-
-
-def pack_dirs(home: Path | None = None) -> list[tuple[str, Path]]:
-    """``(name, folder)`` of every installed pack, by name. Never raises."""
-    root = packs_dir(home)
-    try:
-        names = sorted(os.listdir(root))
-    except OSError:
-        return []
-    return [(n, root / n) for n in names if _PACK_NAME.match(n) and (root / n).is_dir()]
 
 
 def read_lock(home: Path | None = None) -> Lock:

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import silica
 from silica.packs.errors import ManifestError
+from silica.packs.folders import PACK_NAME_PATTERN
 
 MANIFEST_NAME = "silica-pack.toml"
-PACK_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _TOOL_STEM_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$"
 _VERSION_PATTERN = r"^\d+(\.\d+)*$"
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from silica.packs.contents import Files, content_hash, copy_pack, diff, file_hashes, select_tools
 from silica.packs.errors import LocalEdits, ManifestError, PackError
-from silica.packs.lock import Lock, LockEntry, pack_dirs, packs_dir, read_lock, write_lock
+from silica.packs.folders import pack_dirs, packs_dir
+from silica.packs.lock import Lock, LockEntry, read_lock, write_lock
 from silica.packs.manifest import (
     MANIFEST_NAME,
     PACK_NAME_PATTERN,

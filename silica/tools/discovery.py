@@ -10,7 +10,6 @@ origin (``builtin``, ``mcp:<server>``); they lose a name clash to any tool file.
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import hashlib
 import json
@@ -37,7 +36,6 @@ from silica.tools.model import (
     ToolStatus,
     explain_validation_error,
 )
-from silica.tools.runner import run_process
 from silica.tools.uvbin import find_uv, uv_identity
 
 Progress = Callable[[int, int], None]
@@ -110,7 +108,47 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
                    settings: Settings | None = None) -> Discovery:
     """Every tool in the folders plugins name, plus the built-in tools registered with
     ``settings`` (default: ``Settings()``)."""
+    import asyncio
+
     options = options or DiscoveryOptions()
+    result, files = _scan_all(pm, cwd, home, cache)
+    todo = [f for f in files if not f.error and f.raw is None]
+    if todo:
+        await _fetch_all(todo, pm, cache, options, progress)
+    result.specs_fetched = len(todo)
+    for f in files:
+        tools = _tools_of(f)
+        if _needs_authorization(f, tools):
+            _mark_unauthorized(tools, await _check_authorization(f, pm, options))
+        result.tools.extend(tools)
+    # In a thread: a built-in source may block (the MCP source starts its servers).
+    result.builtins = await asyncio.to_thread(builtin_tools, pm, result.warnings, settings)
+    result.warnings.extend(_resolve_clashes(result.all_tools))
+    return result
+
+
+def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecCache,
+                      options: DiscoveryOptions | None = None,
+                      progress: Progress | None = None,
+                      settings: Settings | None = None) -> Discovery:
+    """``discover`` for callers without an event loop. When every spec is cached and no tool
+    needs an authorization check, no process is started and no event loop either: a warm
+    ``silica tools list`` costs little more than starting Python."""
+    result, files = _scan_all(pm, cwd, home, cache)
+    if any(f.raw is None and not f.error for f in files) or \
+            any(_needs_authorization(f, _tools_of(f)) for f in files):
+        import asyncio
+
+        return asyncio.run(discover(pm, cwd, home, cache, options, progress, settings))
+    for f in files:
+        result.tools.extend(_tools_of(f))
+    result.builtins = builtin_tools(pm, result.warnings, settings)
+    result.warnings.extend(_resolve_clashes(result.all_tools))
+    return result
+
+
+def _scan_all(pm, cwd: Path, home: Path, cache: SpecCache) -> tuple[Discovery, list[_File]]:
+    """Every tool file with its source, metadata and cached spec (``raw`` None if none)."""
     result = Discovery()
     files: list[_File] = []
     for folder in tool_folders(pm, cwd, home):
@@ -129,16 +167,7 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
             helpers[f.path.parent] = _helper_hashes(f.path.parent)
         f.key = spec_cache_key(f.source, helpers[f.path.parent], version, uv_id)
         f.raw = cache.get(f.key)
-    todo = [f for f in files if not f.error and f.raw is None]
-    if todo:
-        await _fetch_all(todo, pm, cache, options, progress)
-    result.specs_fetched = len(todo)
-    for f in files:
-        result.tools.extend(await _tools_of(f, pm, options))
-    # In a thread: a built-in source may block (the MCP source starts its servers).
-    result.builtins = await asyncio.to_thread(builtin_tools, pm, result.warnings, settings)
-    result.warnings.extend(_resolve_clashes(result.all_tools))
-    return result
+    return result, files
 
 
 def builtin_tools(pm: pluggy.PluginManager, warnings: list[str],
@@ -225,6 +254,8 @@ def _helper_hashes(folder: Path) -> list[str]:
 
 async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: DiscoveryOptions,
                      progress: Progress | None) -> None:
+    import asyncio
+
     bound = asyncio.Semaphore(max(1, options.parallel))
     done = 0
 
@@ -256,6 +287,8 @@ async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> N
     except UvNotFound as exc:
         f.error = str(exc)
         return
+    from silica.tools.runner import run_process  # not imported when every spec is cached
+
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--toolspec"],
                             env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
                             timeout=options.spec_timeout, stdout_cap=8 * 1024 * 1024)
@@ -306,7 +339,7 @@ def _spec_json(value: Any) -> Any:
     raise ValueError("--toolspec must print a JSON object or an array of objects")
 
 
-async def _tools_of(f: _File, pm, options: DiscoveryOptions) -> list[Tool]:
+def _tools_of(f: _File) -> list[Tool]:
     stem = f.path.stem
     if f.error:
         return [Tool(stem, f.path, f.folder, ToolStatus.ERROR, f.error, metadata=f.metadata)]
@@ -335,13 +368,19 @@ async def _tools_of(f: _File, pm, options: DiscoveryOptions) -> list[Tool]:
         names.add(label)
         tool.multi = isinstance(f.raw, list)
         tools.append(tool)
-    if f.metadata.requires_auth and any(t.ok for t in tools):
-        ok, message = await _check_authorization(f, pm, options)
-        if not ok:
-            for t in tools:
-                if t.ok:
-                    t.status, t.reason = ToolStatus.NEEDS_AUTHORIZATION, message
     return tools
+
+
+def _needs_authorization(f: _File, tools: list[Tool]) -> bool:
+    return f.metadata.requires_auth and any(t.ok for t in tools)
+
+
+def _mark_unauthorized(tools: list[Tool], check: tuple[bool, str]) -> None:
+    ok, message = check
+    if not ok:
+        for t in tools:
+            if t.ok:
+                t.status, t.reason = ToolStatus.NEEDS_AUTHORIZATION, message
 
 
 async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple[bool, str]:
@@ -350,6 +389,8 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
         uv = find_uv()
     except UvNotFound as exc:
         return False, str(exc)
+    from silica.tools.runner import run_process
+
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
                             env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
                             timeout=options.auth_timeout, stdout_cap=1024 * 1024)

@@ -135,6 +135,10 @@ class Tool:
         }
 
 
+DEFAULT_STDOUT_CAP = 64 * 1024 * 1024  # a tool printing more is stopped there
+DEFAULT_STDERR_CAP = 256 * 1024  # the tail of stderr that is kept
+
+
 @dataclass
 class RawOutput:
     """What a subprocess left behind."""

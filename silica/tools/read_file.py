@@ -12,7 +12,6 @@ error result that says what to do; nothing here raises.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
@@ -69,6 +68,8 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         limit = _int_arg(arguments, "limit", DEFAULT_LIMIT)
     except _Refused as exc:
         return ToolResult.error(str(exc))
+    import asyncio  # loaded already: this runs on an event loop; listing tools never does
+
     return await asyncio.to_thread(read_file, path, context.workdir, context.settings.read_file,
                                    offset=offset, limit=limit)
 

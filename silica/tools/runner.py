@@ -15,10 +15,8 @@ import signal
 import time
 from pathlib import Path
 
-from silica.tools.model import RawOutput
+from silica.tools.model import DEFAULT_STDERR_CAP, DEFAULT_STDOUT_CAP, RawOutput
 
-DEFAULT_STDOUT_CAP = 64 * 1024 * 1024
-DEFAULT_STDERR_CAP = 256 * 1024
 _READ_SIZE = 256 * 1024
 _DRAIN_GRACE = 0.5  # seconds to wait for pipes after the group is stopped
 

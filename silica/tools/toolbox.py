@@ -18,7 +18,6 @@ format (``ImageBlock(media_type=..., data=raw_bytes)``) and the model still gets
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import difflib
 import sys
@@ -37,9 +36,15 @@ from silica.results.pipeline import build_result
 from silica.tools.argv import build_arguments, subcommand_for
 from silica.tools.builtin import ToolContext
 from silica.tools.cache import SpecCache
-from silica.tools.discovery import Discovery, DiscoveryOptions, Progress, discover, tool_env
-from silica.tools.model import Tool, ToolStatus
-from silica.tools.runner import DEFAULT_STDOUT_CAP, run_process
+from silica.tools.discovery import (
+    Discovery,
+    DiscoveryOptions,
+    Progress,
+    discover,
+    discover_blocking,
+    tool_env,
+)
+from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
 from silica.tools.uvbin import find_uv
 
 DEFAULT_TIMEOUT = 60.0
@@ -87,8 +92,8 @@ class Toolbox:
     def discover(self, progress: Progress | None = None) -> Discovery:
         """Every tool found (cached for this Toolbox; see ``refresh``)."""
         if self._discovery is None:
-            asyncio.run(self.adiscover(progress))
-        assert self._discovery is not None
+            self._discovery = discover_blocking(self.pm, self.cwd, self.home, self.cache,
+                                                self.options, progress, self.settings)
         return self._discovery
 
     def refresh(self) -> None:
@@ -124,6 +129,8 @@ class Toolbox:
         return result
 
     def call(self, name: str, arguments: dict | None = None) -> ToolResult:
+        import asyncio  # the library's async core; listing tools never needs it
+
         return asyncio.run(self.acall(name, arguments))
 
     async def _run(self, tool: Tool, arguments: dict | None) -> ToolResult:
@@ -147,6 +154,8 @@ class Toolbox:
         sub = subcommand_for(tool.spec, tool.path, tool.multi)
         argv = [uv, "run", "--quiet", "--script", str(tool.path), *([sub] if sub else []),
                 *tokens]
+        from silica.tools.runner import run_process
+
         raw = await run_process(argv, env=tool_env(self.pm, tool.path, self.options.env_withhold),
                                 cwd=tool.path.parent,
                                 timeout=tool.metadata.timeout or self.timeout,
@@ -159,6 +168,8 @@ class Toolbox:
             build_arguments(tool.spec, arguments)  # the input checks a tool file's call gets
         except InvalidInput as exc:
             return ToolResult.error(str(exc))
+        import asyncio  # loaded already: this runs on an event loop
+
         context = ToolContext(workdir=self.cwd, settings=self.settings)
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
