@@ -1,7 +1,7 @@
 """The ``silica`` command: a thin layer over the library.
 
-Command groups are registered by import path, so each invocation imports only the modules
-of the command it runs (``silica --version`` and ``silica tools list`` stay quick).
+``silica tools`` (the toolbox every other command builds on) is loaded at start; the other
+command groups are registered by import path and load only when they run.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from cyclopts import App
 
 from silica import __version__
+from silica.cli import tools
 
 app = App(name="silica", version=__version__,
           help="Give LLM agents their own script tools, with images as first-class results.")
@@ -16,8 +17,7 @@ app.command("silica.cli.agent:ask", name="ask",
             help="Ask once: the model uses your tools as it needs, then answers.")
 app.command("silica.cli.agent:chat", name="chat",
             help="Talk with the model and your tools; resumable sessions.")
-app.command("silica.cli.tools:app", name="tools",
-            help="Find, inspect, check, run and create user tools.")
+app.command(tools.app)
 app.command("silica.cli.packs:app", name="packs",
             help="Install, update and remove tool packs.")
 app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")
