@@ -34,6 +34,14 @@ def test_tools_dir_variable_overrides_the_user_folder(tmp_path, monkeypatch):
     assert [t.name for t in Toolbox().discover().tools] == ["ping"]
 
 
+def test_a_relative_tools_dir_works_like_an_absolute_one(project, monkeypatch):
+    script_tool(project / "mytools", "ping.py", simple_spec("ping"), body="print('pong')")
+    monkeypatch.setenv("SILICA_TOOLS_DIR", "mytools")
+    box = Toolbox()
+    assert box.discover().tools[0].path == project / "mytools" / "ping.py"
+    assert box.call("ping", {}).text.strip() == "pong"
+
+
 def test_project_folders_up_to_git_root_and_closest_wins(project, user_tools):
     sub = project / "pkg" / "deep"
     sub.mkdir(parents=True)

@@ -10,6 +10,7 @@ origin (``builtin``, ``mcp:<server>``); they lose a name clash to any tool file.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -92,13 +93,14 @@ class _File:
 
 
 def tool_folders(pm: pluggy.PluginManager, cwd: Path, home: Path) -> list[ToolFolder]:
-    """Every folder plugins name, by precedence, each real folder once."""
+    """Every folder plugins name, by precedence, each real folder once, as an absolute path
+    (tools run in their own folder, so a relative path would point elsewhere there)."""
     seen: dict[Path, ToolFolder] = {}
     for group in pm.hook.silica_tool_folders(cwd=cwd, home=home):
         for folder in group or []:
             key = Path(os.path.abspath(folder.path))
             if key not in seen or folder.precedence < seen[key].precedence:
-                seen[key] = folder
+                seen[key] = dataclasses.replace(folder, path=key)
     return sorted(seen.values(), key=lambda f: f.precedence)
 
 
