@@ -15,9 +15,7 @@ import httpx2
 
 from silica.agent.conversation import ToolCall
 from silica.blocks import ImageBlock, TextBlock
-from silica.config import Settings
 from silica.providers.base import (
-    ModelInfo,
     ProviderError,
     Reply,
     Request,
@@ -31,7 +29,7 @@ from silica.providers.errors import (
     http_error,
     response_error,
 )
-from silica.providers.models import default_model, model_info, stop_reason, without_images
+from silica.providers.models import BundledProvider, stop_reason
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 URL_VAR = "ANTHROPIC_BASE_URL"
@@ -94,27 +92,15 @@ def to_reply(message: Any) -> Reply:
                  output_tokens=getattr(usage, "output_tokens", None))
 
 
-class AnthropicProvider:
+class AnthropicProvider(BundledProvider):
     """Claude models. ``max_retries`` (the SDK's, default 2) and ``timeout`` (seconds; None:
     the SDK's) apply to each call."""
 
     name = "anthropic"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.model = default_model(self.name, settings)
-        self.max_retries = 2
-        self.timeout: float | None = None
-
-    def model_info(self, model: str) -> ModelInfo:
-        return model_info(self.name, model, self.settings)
-
     def client(self) -> anthropic.AsyncAnthropic:
         """A new SDK client; ``ProviderError`` when no credentials are configured."""
-        options: dict[str, Any] = {"max_retries": self.max_retries}
-        if self.timeout is not None:
-            options["timeout"] = self.timeout
-        client = anthropic.AsyncAnthropic(**options)
+        client = anthropic.AsyncAnthropic(**self.sdk_options())
         if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
             raise ProviderError(f"no Anthropic API key: set {KEY_VAR} (create a key at "
                                 "https://console.anthropic.com/settings/keys).")
@@ -122,8 +108,7 @@ class AnthropicProvider:
 
     async def complete(self, request: Request,
                        on_text: Callable[[str], None] | None = None) -> Reply:
-        if not self.model_info(request.model).vision:
-            request = without_images(request)
+        request = self.for_model(request)
         params = to_anthropic(request)
         client = self.client()
         ep = Endpoint("Anthropic", "Anthropic Messages", str(client.base_url).rstrip("/"),

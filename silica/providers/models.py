@@ -124,3 +124,35 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+class BundledProvider:
+    """What silica's own providers share: settings, the default model, ``model_info``,
+    retry and timeout knobs, and the rule that a model without vision never gets an image.
+
+    Subclasses set ``name`` (and ``default_timeout``) and implement ``complete``, starting
+    from ``self.for_model(request)``.
+    """
+
+    name: str = ""
+    default_timeout: float | None = None  # None: the SDK's own
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model = default_model(self.name, settings)
+        self.max_retries = 2
+        self.timeout = self.default_timeout
+
+    def model_info(self, model: str) -> ModelInfo:
+        return model_info(self.name, model, self.settings)
+
+    def for_model(self, request: Request) -> Request:
+        """``request`` as it may be sent: images become text for a model without vision."""
+        return request if self.model_info(request.model).vision else without_images(request)
+
+    def sdk_options(self) -> dict[str, Any]:
+        """Retry and timeout options for an SDK client."""
+        options: dict[str, Any] = {"max_retries": self.max_retries}
+        if self.timeout is not None:
+            options["timeout"] = self.timeout
+        return options

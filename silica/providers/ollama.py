@@ -20,7 +20,6 @@ from silica.agent.conversation import ToolCall
 from silica.blocks import ImageBlock, TextBlock
 from silica.config import Settings
 from silica.providers.base import (
-    ModelInfo,
     Reply,
     Request,
     RequestMessage,
@@ -35,11 +34,9 @@ from silica.providers.errors import (
     stream_error,
 )
 from silica.providers.models import (
-    default_model,
-    model_info,
+    BundledProvider,
     parse_arguments,
     stop_reason,
-    without_images,
 )
 
 HOST_VAR = "OLLAMA_HOST"
@@ -136,27 +133,21 @@ def _retry_delay(headers: httpx2.Headers | None, attempt: int, base: float) -> f
     return base * 2 ** attempt
 
 
-class OllamaProvider:
+class OllamaProvider(BundledProvider):
     """Local models through Ollama. ``max_retries`` (default 2) retries connection errors and
     HTTP 408/409/429/5xx with ``retry_delay`` seconds of exponential backoff (a server's
     ``Retry-After`` wins); ``timeout`` is seconds of silence allowed while a model loads."""
 
     name = "ollama"
+    default_timeout = 600.0
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.model = default_model(self.name, settings)
-        self.max_retries = 2
+        super().__init__(settings)
         self.retry_delay = 0.5
-        self.timeout = 600.0
-
-    def model_info(self, model: str) -> ModelInfo:
-        return model_info(self.name, model, self.settings)
 
     async def complete(self, request: Request,
                        on_text: Callable[[str], None] | None = None) -> Reply:
-        if not self.model_info(request.model).vision:
-            request = without_images(request)
+        request = self.for_model(request)
         payload = to_ollama(request)
         base = base_url()
         ep = Endpoint("Ollama", "Ollama", base, request.model, None, HOST_VAR,

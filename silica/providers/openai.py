@@ -19,9 +19,7 @@ import openai
 
 from silica.agent.conversation import ToolCall
 from silica.blocks import ImageBlock, TextBlock
-from silica.config import Settings
 from silica.providers.base import (
-    ModelInfo,
     ProviderError,
     Reply,
     Request,
@@ -37,11 +35,9 @@ from silica.providers.errors import (
     stream_error,
 )
 from silica.providers.models import (
-    default_model,
-    model_info,
+    BundledProvider,
     parse_arguments,
     stop_reason,
-    without_images,
 )
 
 KEY_VAR = "OPENAI_API_KEY"
@@ -126,28 +122,16 @@ def to_openai(request: Request) -> dict[str, Any]:
     return params
 
 
-class OpenAIProvider:
+class OpenAIProvider(BundledProvider):
     """OpenAI (or compatible) chat completions. ``max_retries`` (the SDK's, default 2) and
     ``timeout`` (seconds; None: the SDK's) apply to each call."""
 
     name = "openai"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.model = default_model(self.name, settings)
-        self.max_retries = 2
-        self.timeout: float | None = None
-
-    def model_info(self, model: str) -> ModelInfo:
-        return model_info(self.name, model, self.settings)
-
     def client(self) -> openai.AsyncOpenAI:
         """A new SDK client; ``ProviderError`` when no key is configured."""
-        options: dict[str, Any] = {"max_retries": self.max_retries}
-        if self.timeout is not None:
-            options["timeout"] = self.timeout
         try:
-            return openai.AsyncOpenAI(**options)
+            return openai.AsyncOpenAI(**self.sdk_options())
         except openai.OpenAIError as exc:
             raise ProviderError(
                 f"no OpenAI API key: set {KEY_VAR} (for a local compatible server that needs "
@@ -155,8 +139,7 @@ class OpenAIProvider:
 
     async def complete(self, request: Request,
                        on_text: Callable[[str], None] | None = None) -> Reply:
-        if not self.model_info(request.model).vision:
-            request = without_images(request)
+        request = self.for_model(request)
         params = to_openai(request)
         client = self.client()
         base_url = str(client.base_url).rstrip("/")
