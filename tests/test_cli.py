@@ -180,3 +180,13 @@ def test_run_fits_images_to_the_chosen_provider(user_tools):
     media, size = image_of("ollama")
     assert media == "image/png" and max(size) <= 1568  # Ollama takes PNG and JPEG only
     assert image_of("openai")[1] == (2048, 682)  # 2048 long side first; 682 < 768 short
+
+
+def test_brackets_in_a_description_are_shown_as_written(user_tools, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # one row a line
+    spec = simple_spec("odd")
+    spec["description"] = "Prints [/] and [bold]not bold[/bold] as text"
+    script_tool(user_tools, "odd.py", spec)
+    done = silica("tools", "list")
+    assert done.returncode == 0, done.stderr
+    assert "Prints [/] and [bold]not bold[/bold] as text" in done.stdout

@@ -90,7 +90,8 @@ def list_packs(*, json_: JsonFlag = False):
         if r["problem"]:
             state = Text("broken", style="red")
         source = r["source"] + (f"#{r['ref']}" if r["ref"] else "")
-        table.add_row(r["name"], r["version"], r["problem"] or r["description"], source, state)
+        cells = (r["name"], r["version"], r["problem"] or r["description"], source)
+        table.add_row(*(Text(str(c)) for c in cells), state)  # brackets are not markup
     out.print(table)
 
 

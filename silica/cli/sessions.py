@@ -6,6 +6,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 from rich.table import Table
+from rich.text import Text
 
 from silica.cli.output import out, print_json
 
@@ -19,8 +20,7 @@ def list_sessions(*, json_: Annotated[bool, Parameter(name="--json")] = False):
 
     sessions = saved()
     if json_:
-        print_json([s.model_dump(mode="json") if hasattr(s, "model_dump") else vars(s)
-                    for s in sessions])
+        print_json([s.model_dump(mode="json") for s in sessions])
         return
     if not sessions:
         out.print("No saved sessions yet. Start one with: silica chat", markup=False)
@@ -29,8 +29,7 @@ def list_sessions(*, json_: Annotated[bool, Parameter(name="--json")] = False):
     for col in ("id", "updated", "turns", "model", "title"):
         table.add_column(col, overflow="fold")
     for s in sessions:
-        problem = getattr(s, "problem", None)
-        table.add_row(s.id, str(getattr(s, "updated", "") or "")[:19],
-                      str(getattr(s, "turns", "")), getattr(s, "model", "") or "",
-                      f"[unreadable: {problem}]" if problem else (getattr(s, "title", "") or ""))
+        title = f"[unreadable: {s.problem}]" if s.problem else (s.title or "")
+        table.add_row(*(Text(cell) for cell in (  # plain text: a title is the user's words
+            s.id, str(s.updated or "")[:19], str(s.turns or ""), s.model or "", title)))
     out.print(table)

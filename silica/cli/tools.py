@@ -82,8 +82,9 @@ def tools_table(tools: list[Tool]):
     for t in tools:
         style = _STATUS_STYLE.get(t.status, "red")
         about = t.spec.description.splitlines()[0] if t.ok and t.spec else t.reason
-        table.add_row(t.name, Text(str(t.status), style=style), t.folder.origin, about,
-                      str(t.path))
+        # Text(): descriptions and reasons come from tool files; brackets are not markup
+        table.add_row(Text(t.name), Text(str(t.status), style=style), Text(t.folder.origin),
+                      Text(about), Text(str(t.path)))
     return table
 
 
