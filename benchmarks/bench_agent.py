@@ -24,24 +24,15 @@ it exits 0 even when a target is missed, unless ``--strict`` is given.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import random
 import shlex
-import shutil
-import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
-from dataclasses import dataclass
-from pathlib import Path
 
 import PIL
-from PIL import Image, ImageDraw, ImageFont
-from rich.console import Console
-from rich.table import Table
+from common import Row, console, med, ms, note, report, screenshot_png, temporary_folder
 
 from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
 from silica.agent.render import FitCache, build_request
@@ -53,123 +44,12 @@ from silica.images.payload import ImagePayload
 from silica.images.store import ImageStore
 from silica.providers.base import ModelInfo, Request, RequestToolResult
 
-REPO = Path(__file__).resolve().parent.parent
 MB = 1_000_000
 AGING_TARGET = 0.15
 STATE_TARGET = 1 * MB
 INFO = ModelInfo(vision=True, limits=ANTHROPIC)
 NO_AGING = AgingSettings(full_turns=1000)
 
-console = Console(highlight=False)
-if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-    console = Console(highlight=False, width=150)
-
-
-def note(message: str) -> None:
-    console.print(f"[dim]… {message}[/dim]")
-
-
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
-
-
-@dataclass
-class Row:
-    measure: str
-    figures: str
-    ratio_text: str
-    target: str
-    verdict: str  # PASS, FAIL, INFO (report only)
-
-
-# -- screenshots --------------------------------------------------------------------------
-
-WORDS = ["def", "return", "self", "value", "import", "from", "class", "for", "in", "if", "else",
-         "None", "True", "list", "dict", "result", "data", "image", "width", "height", "async",
-         "await", "yield", "config", "path", "session", "store", "turn", "request"]
-PALETTE = [(198, 120, 221), (97, 175, 239), (152, 195, 121), (229, 192, 123), (171, 178, 191),
-           (224, 108, 117)]
-
-
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    try:
-        return ImageFont.load_default(size=size)
-    except Exception:  # no FreeType: the bitmap font
-        return ImageFont.load_default()
-
-
-def screenshot_png(seed: int) -> bytes:
-    """A 1920x1080 desktop; ``seed`` moves the windows and changes every text and colour."""
-    rng = random.Random(seed)
-    w, h = 1920, 1080
-    ramp = Image.linear_gradient("L").rotate(rng.choice([0, 90, 180, 270])).resize((w, h))
-    tint = [rng.randrange(10, 60) for _ in range(3)]
-    img = Image.merge("RGB", [ramp.point(lambda v, t=t, k=k: t + v // k)
-                              for t, k in zip(tint, (5, 4, 2), strict=True)])
-    d = ImageDraw.Draw(img)
-    font, small, big = _font(14), _font(12), _font(26)
-
-    def window(box: tuple[int, int, int, int], name: str, bg: tuple[int, int, int]) -> None:
-        x0, y0, x1, y1 = box
-        d.rectangle((x0 + 6, y0 + 6, x1 + 6, y1 + 6), fill=(10, 15, 30))  # shadow
-        d.rectangle(box, fill=bg, outline=(90, 90, 100))
-        d.rectangle((x0, y0, x1, y0 + 28), fill=(58, 60, 68))
-        for i, c in enumerate([(237, 106, 94), (245, 191, 79), (98, 197, 84)]):
-            d.ellipse((x0 + 10 + 20 * i, y0 + 8, x0 + 22 + 20 * i, y0 + 20), fill=c)
-        d.text((x0 + 80, y0 + 7), name, fill=(220, 220, 225), font=small)
-
-    ex, ey = rng.randrange(20, 200), rng.randrange(20, 120)  # editor
-    window((ex, ey, ex + 1000, ey + 700), f"{rng.choice(WORDS)}.py - editor", (30, 31, 38))
-    d.rectangle((ex + 1, ey + 29, ex + 200, ey + 699), fill=(37, 38, 46))
-    for i in range(28):
-        d.text((ex + 15, ey + 40 + i * 22), f"{'  ' * (i % 3)}{rng.choice(WORDS)}_{i}.py",
-               fill=(170, 175, 190), font=small)
-    for line in range(30):
-        y = ey + 40 + line * 21
-        d.text((ex + 210, y), f"{line + 1:>3}", fill=(90, 95, 110), font=font)
-        x = ex + 250 + 28 * rng.randrange(4)
-        for _ in range(rng.randrange(2, 9)):
-            word = rng.choice(WORDS) + rng.choice(["", "(", ":", ",", " =", "."])
-            d.text((x, y), word, fill=rng.choice(PALETTE), font=font)
-            x += int(d.textlength(word + " ", font=font))
-            if x > ex + 970:
-                break
-    tx, ty = rng.randrange(1100, 1200), rng.randrange(40, 120)  # terminal
-    window((tx, ty, tx + 700, ty + 440), "zsh - 120x30", (12, 12, 14))
-    for line in range(18):
-        text = (f"$ python run.py --step {line}" if line % 4 == 0 else
-                f"[{line:02d}] loss={rng.uniform(0.1, 2):.4f} acc={rng.uniform(50, 99):.2f}% "
-                f"{rng.getrandbits(24):06x}")
-        d.text((tx + 12, ty + 36 + line * 22), text, font=font,
-               fill=(120, 220, 120) if line % 4 == 0 else (200, 200, 200))
-    bx, by = rng.randrange(600, 760), rng.randrange(400, 460)  # browser with a chart
-    window((bx, by, bx + 1100, by + 580), "Dashboard - Browser", (250, 250, 252))
-    d.rounded_rectangle((bx + 20, by + 36, bx + 1080, by + 64), radius=12, fill=(235, 236, 240))
-    d.text((bx + 40, by + 42), f"https://example.internal/{rng.choice(WORDS)}?range=7d",
-           fill=(60, 60, 70), font=font)
-    d.text((bx + 30, by + 80), f"Report {rng.randrange(1000)}", fill=(20, 20, 30), font=big)
-    for line in range(12):
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(6, 12)))
-        d.text((bx + 30, by + 126 + line * 20), text, fill=(70, 70, 80), font=font)
-    cx, cy = bx + 590, by + 120
-    d.rectangle((cx, cy, cx + 480, cy + 440), fill=(244, 246, 250), outline=(200, 205, 215))
-    colour = rng.choice(PALETTE)
-    for i in range(12):
-        bh = rng.randrange(40, 380)
-        d.rectangle((cx + 15 + i * 38, cy + 430 - bh, cx + 40 + i * 38, cy + 430), fill=colour)
-    d.rectangle((0, h - 44, w, h), fill=(28, 28, 34))  # taskbar
-    for i in range(9):
-        d.rounded_rectangle((16 + i * 52, h - 38, 56 + i * 52, h - 6), radius=8,
-                            fill=(60 + 20 * i % 150, 90, 160 - 10 * i))
-    d.text((w - 150, h - 30), f"{rng.randrange(24):02d}:{rng.randrange(60):02d}  09/05/2026",
-           fill=(230, 230, 230), font=font)
-    buf = io.BytesIO()
-    img.save(buf, "PNG")
-    return buf.getvalue()
 
 
 # -- the session --------------------------------------------------------------------------
@@ -286,8 +166,6 @@ def bench_rebuild(conversation: Conversation, store: ImageStore, repeat: int) ->
 
 # -- main ---------------------------------------------------------------------------------
 
-VERDICT_STYLE = {"PASS": "green", "FAIL": "red", "INFO": "cyan"}
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -301,10 +179,9 @@ def main() -> int:
         [f"--turns={opts.turns}", f"--per-turn={opts.per_turn}", f"--repeat={opts.repeat}"])
 
     started = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="silica-bench-agent-"))
-    os.environ["SILICA_HOME"] = str(root / "home")
     rows: list[Row] = []
-    try:
+    with temporary_folder("silica-bench-agent-", opts.keep) as root:
+        os.environ["SILICA_HOME"] = str(root / "home")
         console.print(f"silica agent benchmark: {opts.turns} turns x {opts.per_turn} "
                       f"screenshots, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
                       f"Pillow {PIL.__version__}", soft_wrap=True)
@@ -329,32 +206,9 @@ def main() -> int:
         rows.append(bench_state(session, refs, opts.repeat))
         note("rebuilding the request, cold and warm")
         rows.append(bench_rebuild(conversation, store, opts.repeat))
-    finally:
-        if opts.keep:
-            console.print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
-    table = Table(title="silica agent benchmark")
-    for col in ("measure", "figures (median)", "ratio", "target", "result"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        style = VERDICT_STYLE[r.verdict]
-        table.add_row(r.measure, r.figures, r.ratio_text, r.target,
-                      f"[{style}]{r.verdict}[/{style}]")
-    console.print(table)
-
-    console.print("\nsummary:", markup=False)
-    for r in rows:
-        console.print(f"  {r.verdict}  {r.measure}: {r.figures} -> {r.ratio_text} "
-                      f"(target {r.target})", markup=False, soft_wrap=True)
-    checked = [r for r in rows if r.verdict in ("PASS", "FAIL")]
-    failed = [r for r in checked if r.verdict == "FAIL"]
-    console.print(f"{len(checked) - len(failed)}/{len(checked)} targets met; "
-                  f"took {time.perf_counter() - started:.0f} s", markup=False)
-    console.print(f"reproduce: cd {REPO} && . .venv/bin/activate && {command}", markup=False,
-                  soft_wrap=True)
-    return 1 if opts.strict and failed else 0
+    return report(rows, title="silica agent benchmark", command=command, started=started,
+                  strict=opts.strict)
 
 
 if __name__ == "__main__":

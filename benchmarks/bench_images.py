@@ -32,18 +32,17 @@ import os
 import random
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import PIL
-from PIL import Image, ImageDraw, ImageFont
-from rich.console import Console
-from rich.table import Table
+from common import Row, console, med, note, report, screenshot_png, temporary_folder
+from common import ms as _ms
+from PIL import Image
 
 from silica.blocks import ImageBlock
 from silica.images.check import prepare_image
@@ -54,42 +53,16 @@ from silica.results import escapes
 from silica.results.json_images import extract_json_images
 from silica.results.kitty import extract_kitty
 
-REPO = Path(__file__).resolve().parent.parent
 NPM_PACKAGE = "kitty-graphics-agent"
 MB = 1_000_000
 CHUNK = 4096  # base64 characters per kitty chunk
 TOKEN_TARGET = 1_850
 
-console = Console(highlight=False)
-if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-    console = Console(highlight=False, width=150)
-
-
-def note(message: str) -> None:
-    console.print(f"[dim]… {message}[/dim]")
-
-
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def ms(seconds: float) -> str:
-    if seconds < 0.001:
-        return f"{seconds * 1000:.2f} ms"
-    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
+ms = partial(_ms, sub_ms_digits=2)  # 0.12 ms, 3.4 ms, 12.34 s
 
 
 def sha(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
-@dataclass
-class Row:
-    measure: str
-    figures: str
-    ratio_text: str
-    target: str
-    verdict: str  # PASS, FAIL, NOT MEASURED, WARN (a check that failed), INFO (report only)
 
 
 # -- inputs -------------------------------------------------------------------------------
@@ -367,94 +340,7 @@ def extraction_rows(cases: list[Case], silica: dict[str, Side],
     return rows
 
 
-# -- 2. and 3. a screenshot ---------------------------------------------------------------
-
-
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    try:
-        return ImageFont.load_default(size=size)
-    except Exception:  # no FreeType: the bitmap font
-        return ImageFont.load_default()
-
-
-def screenshot_png(seed: int = 7) -> bytes:
-    """A 1920x1080 desktop: gradient wallpaper, an editor, a terminal, a browser, a taskbar."""
-    rng = random.Random(seed)
-    w, h = 1920, 1080
-    ramp = Image.linear_gradient("L").resize((w, h))
-    img = Image.merge("RGB", (ramp.point(lambda v: 20 + v // 5), ramp.point(lambda v: 50 + v // 4),
-                              ramp.point(lambda v: 90 + v // 2)))
-    d = ImageDraw.Draw(img)
-    font, small, title = _font(14), _font(12), _font(13)
-    words = ["def", "return", "self", "value", "import", "from", "class", "for", "in", "if",
-             "else", "None", "True", "list", "dict", "result", "data", "image", "width",
-             "height", "async", "await", "yield", "config", "path"]
-
-    def window(box: tuple[int, int, int, int], name: str, bg: tuple[int, int, int]) -> None:
-        x0, y0, x1, y1 = box
-        d.rectangle((x0 + 6, y0 + 6, x1 + 6, y1 + 6), fill=(10, 15, 30))  # shadow
-        d.rectangle(box, fill=bg, outline=(90, 90, 100))
-        d.rectangle((x0, y0, x1, y0 + 28), fill=(58, 60, 68))
-        for i, c in enumerate([(237, 106, 94), (245, 191, 79), (98, 197, 84)]):
-            d.ellipse((x0 + 10 + 20 * i, y0 + 8, x0 + 22 + 20 * i, y0 + 20), fill=c)
-        d.text((x0 + 80, y0 + 7), name, fill=(220, 220, 225), font=title)
-
-    # editor: line numbers, a sidebar, syntax-coloured code
-    window((60, 50, 1100, 760), "bench_images.py - editor", (30, 31, 38))
-    d.rectangle((61, 79, 260, 759), fill=(37, 38, 46))
-    for i in range(30):
-        d.text((75, 90 + i * 22), f"{'  ' * (i % 3)}{rng.choice(words)}_{i}.py",
-               fill=(170, 175, 190), font=small)
-    palette = [(198, 120, 221), (97, 175, 239), (152, 195, 121), (229, 192, 123),
-               (171, 178, 191), (224, 108, 117)]
-    for line in range(31):
-        y = 90 + line * 21
-        d.text((270, y), f"{line + 1:>3}", fill=(90, 95, 110), font=font)
-        x = 310 + 28 * rng.randrange(4)
-        for _ in range(rng.randrange(2, 9)):
-            word = rng.choice(words) + rng.choice(["", "(", ":", ",", " =", "."])
-            d.text((x, y), word, fill=rng.choice(palette), font=font)
-            x += int(d.textlength(word + " ", font=font))
-            if x > 1070:
-                break
-    # terminal
-    window((1150, 60, 1860, 520), "zsh - 120x30", (12, 12, 14))
-    for line in range(19):
-        y = 96 + line * 22
-        if line % 4 == 0:
-            d.text((1162, y), f"$ python run.py --step {line}", fill=(120, 220, 120), font=font)
-        else:
-            d.text((1162, y), f"[{line:02d}] loss={rng.uniform(0.1, 2):.4f} "
-                   f"acc={rng.uniform(50, 99):.2f}% lr=3e-4 {rng.getrandbits(24):06x}",
-                   fill=(200, 200, 200), font=font)
-    # browser: address bar, headings, paragraphs, a chart
-    window((700, 430, 1800, 1010), "Dashboard - Browser", (250, 250, 252))
-    d.rounded_rectangle((720, 466, 1780, 494), radius=12, fill=(235, 236, 240))
-    d.text((740, 472), "https://example.internal/dashboard?range=7d", fill=(60, 60, 70),
-           font=font)
-    d.text((730, 510), "Weekly report", fill=(20, 20, 30), font=_font(26))
-    for line in range(12):
-        text = " ".join(rng.choice(words) for _ in range(rng.randrange(6, 14)))
-        d.text((730, 556 + line * 20), text, fill=(70, 70, 80), font=font)
-    chart = (1290, 550, 1770, 990)
-    d.rectangle(chart, fill=(244, 246, 250), outline=(200, 205, 215))
-    for i in range(12):
-        bh = rng.randrange(40, 380)
-        d.rectangle((1305 + i * 38, 980 - bh, 1330 + i * 38, 980), fill=(66, 133, 244))
-    for i in range(4):
-        d.rounded_rectangle((730 + i * 130, 960, 840 + i * 130, 992), radius=6,
-                            fill=[(66, 133, 244), (52, 168, 83), (251, 188, 5), (234, 67, 53)][i])
-        d.text((750 + i * 130, 968), ["Refresh", "Export", "Share", "Delete"][i],
-               fill=(255, 255, 255), font=font)
-    # taskbar
-    d.rectangle((0, h - 44, w, h), fill=(28, 28, 34))
-    for i in range(9):
-        d.rounded_rectangle((16 + i * 52, h - 38, 56 + i * 52, h - 6), radius=8,
-                            fill=(60 + 20 * i % 150, 90, 160 - 10 * i))
-    d.text((w - 150, h - 30), "07:35  09/05/2026", fill=(230, 230, 230), font=font)
-    buf = io.BytesIO()
-    img.save(buf, "PNG")
-    return buf.getvalue()
+# -- 2. and 3. a screenshot (common.screenshot_png) ---------------------------------------
 
 
 def bench_prepare(png: bytes, repeat: int) -> tuple[Row, ImageBlock]:
@@ -497,9 +383,6 @@ def bench_tokens(png: bytes) -> Row:
 
 # -- main ---------------------------------------------------------------------------------
 
-VERDICT_STYLE = {"PASS": "green", "FAIL": "red", "NOT MEASURED": "yellow", "WARN": "yellow",
-                 "INFO": "cyan"}
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -510,11 +393,10 @@ def main() -> int:
     command = "python benchmarks/bench_images.py " + shlex.join([f"--repeat={opts.repeat}"])
 
     started = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="silica-bench-images-"))
     rows: list[Row] = []
     node: dict[str, Side] | None = None
     why_not = ""
-    try:
+    with temporary_folder("silica-bench-images-", opts.keep) as root:
         console.print(f"silica image benchmark: {os.cpu_count()} CPUs, Python "
                       f"{sys.version.split()[0]}, Pillow {PIL.__version__}, base64 decoder: "
                       f"{'pybase64' if escapes._pybase64 is not None else 'binascii'}, "
@@ -544,45 +426,18 @@ def main() -> int:
         rows += extraction_rows(cases, silica, node)
 
         note("drawing a 1920x1080 screenshot")
-        shot = screenshot_png()
+        shot = screenshot_png(7, buttons=True)
         note("prepare_image")
         prepare_row, _ = bench_prepare(shot, opts.repeat)
         rows.append(prepare_row)
         note("token estimates")
         rows.append(bench_tokens(shot))
-    finally:
-        if opts.keep:
-            console.print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
-    table = Table(title="silica image benchmark")
-    for col in ("measure", "figures (median)", "ratio", "target", "result"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        style = VERDICT_STYLE[r.verdict]
-        table.add_row(r.measure, r.figures, r.ratio_text, r.target,
-                      f"[{style}]{r.verdict}[/{style}]")
-    console.print(table)
-
-    console.print("\nsummary (ratio: silica speed / node speed, base64 decoded on both sides):",
-                  markup=False)
-    for r in rows:
-        console.print(f"  {r.verdict:<12} {r.measure}: {r.figures} -> {r.ratio_text} "
-                      f"(target {r.target})", markup=False, soft_wrap=True)
-    targets = [r for r in rows if r.verdict in ("PASS", "FAIL", "NOT MEASURED")]
-    failed = [r for r in rows if r.verdict == "FAIL"]
-    unmeasured = [r for r in rows if r.verdict == "NOT MEASURED"]
-    warned = [r for r in rows if r.verdict == "WARN"]
-    if node is None:
-        console.print(f"node comparison NOT MEASURED: {why_not}", markup=False, soft_wrap=True)
-    console.print(f"{len(targets) - len(failed) - len(unmeasured)}/{len(targets)} targets met"
-                  + (f", {len(unmeasured)} NOT MEASURED" if unmeasured else "")
-                  + (f", {len(warned)} warnings" if warned else "")
-                  + f"; took {time.perf_counter() - started:.0f} s", markup=False)
-    console.print(f"reproduce: cd {REPO} && . .venv/bin/activate && {command}", markup=False,
-                  soft_wrap=True)
-    return 1 if opts.strict and failed else 0
+    notes = () if node is not None else (f"node comparison NOT MEASURED: {why_not}",)
+    return report(rows, title="silica image benchmark", command=command, started=started,
+                  strict=opts.strict, notes=notes, verdict_width=12,
+                  heading="summary (ratio: silica speed / node speed, base64 decoded on both "
+                          "sides):")
 
 
 if __name__ == "__main__":

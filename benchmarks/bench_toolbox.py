@@ -20,34 +20,26 @@ import json
 import os
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+from common import REPO, Row, console, med, note, report, temporary_folder
+from common import ms as _ms
 
 from silica.tools.discovery import DiscoveryOptions, tool_env
 from silica.tools.helper import HELPER_NAME, helper_source
 from silica.tools.toolbox import Toolbox
 from silica.tools.uvbin import find_uv
 
-REPO = Path(__file__).resolve().parent.parent
 HELLO_SOURCE = REPO / "user_tools" / "hello.py"
 HEAVY_MODULES = ("anthropic", "PIL")
 
-console = Console(highlight=False)
-if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-    console = Console(highlight=False, width=150)
-
-
-def note(message: str) -> None:
-    console.print(f"[dim]… {message}[/dim]")
+ms = partial(_ms, digits=0)  # whole milliseconds
 
 
 # -- generated tools ----------------------------------------------------------------------
@@ -196,24 +188,6 @@ def interleaved(n: int, **steps: Callable[[], float]) -> dict[str, list[float]]:
     return times
 
 
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-@dataclass
-class Row:
-    measure: str
-    figures: str
-    ratio: float
-    ratio_text: str
-    target: str
-    passed: bool
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.2f} s"
-
-
 # -- 1. discovery and listing -------------------------------------------------------------
 
 
@@ -232,8 +206,9 @@ def bench_discovery(b: Bench, n_files: int, repeat: int) -> Row:
     parallel = DiscoveryOptions()
     t = interleaved(repeat, parallel=cold(parallel), sequential=cold(DiscoveryOptions(parallel=1)))
     p, s = med(t["parallel"]), med(t["sequential"])
-    return Row(f"cold discovery, {n_files} tools: parallel={parallel.parallel} vs parallel=1",
-               f"{ms(p)} vs {ms(s)}", p / s, f"{p / s:.2f}×", "≤ 0.70×", p / s <= 0.70)
+    return Row.judged(f"cold discovery, {n_files} tools: parallel={parallel.parallel} vs "
+                      "parallel=1",
+                      f"{ms(p)} vs {ms(s)}", p / s, f"{p / s:.2f}×", "≤ 0.70×", p / s <= 0.70)
 
 
 def bench_listing(b: Bench, n_files: int, repeat: int) -> tuple[Row, Row]:
@@ -259,13 +234,14 @@ def bench_listing(b: Bench, n_files: int, repeat: int) -> tuple[Row, Row]:
     if ok != n_files:
         console.print(f"[yellow]warning: tools list shows {ok} ok tools of {n_files}[/yellow]")
     c, w = med(t["cold"]), med(t["warm"])
-    speedup = Row("`silica tools list --json`: warm (cached specs) vs cold",
-                  f"{ms(w)} vs {ms(c)}", c / w, f"{c / w:.1f}× faster", "≥ 20× faster",
-                  c / w >= 20)
+    speedup = Row.judged("`silica tools list --json`: warm (cached specs) vs cold",
+                         f"{ms(w)} vs {ms(c)}", c / w, f"{c / w:.1f}× faster", "≥ 20× faster",
+                         c / w >= 20)
     t2 = interleaved(repeat, warm=warm, version=version)
     w2, v = med(t2["warm"]), med(t2["version"])
-    vs_version = Row("`silica tools list --json` (warm) vs `silica --version`",
-                     f"{ms(w2)} vs {ms(v)}", w2 / v, f"{w2 / v:.2f}×", "≤ 1.50×", w2 / v <= 1.5)
+    vs_version = Row.judged("`silica tools list --json` (warm) vs `silica --version`",
+                            f"{ms(w2)} vs {ms(v)}", w2 / v, f"{w2 / v:.2f}×", "≤ 1.50×",
+                            w2 / v <= 1.5)
     return speedup, vs_version
 
 
@@ -284,9 +260,10 @@ def bench_cli_call(b: Bench, repeat: int) -> Row:
                     direct=lambda: b.run(direct)[0])
     r, v, d = med(t["run"]), med(t["version"]), med(t["direct"])
     ratio = (r - v) / d
-    return Row("CLI call: (`silica tools run hello` − `silica --version`) vs direct `uv run`",
-               f"({ms(r)} − {ms(v)}) vs {ms(d)}", ratio, f"{ratio:.2f}×", "≤ 1.30×",
-               ratio <= 1.3)
+    return Row.judged("CLI call: (`silica tools run hello` − `silica --version`) vs direct "
+                      "`uv run`",
+                      f"({ms(r)} − {ms(v)}) vs {ms(d)}", ratio, f"{ratio:.2f}×", "≤ 1.30×",
+                      ratio <= 1.3)
 
 
 async def _inprocess(b: Bench, repeat: int) -> tuple[list[float], list[float]]:
@@ -327,8 +304,8 @@ async def _inprocess(b: Bench, repeat: int) -> tuple[list[float], list[float]]:
 def bench_inprocess_call(b: Bench, repeat: int) -> Row:
     calls, bares = asyncio.run(_inprocess(b, repeat))
     c, s = med(calls), med(bares)
-    return Row(f"in process: `Toolbox.acall('hello')` vs bare subprocess ({repeat} runs)",
-               f"{ms(c)} vs {ms(s)}", c / s, f"{c / s:.2f}×", "≤ 1.10×", c / s <= 1.1)
+    return Row.judged(f"in process: `Toolbox.acall('hello')` vs bare subprocess ({repeat} runs)",
+                      f"{ms(c)} vs {ms(s)}", c / s, f"{c / s:.2f}×", "≤ 1.10×", c / s <= 1.1)
 
 
 # -- 3. imports ---------------------------------------------------------------------------
@@ -360,11 +337,11 @@ def bench_imports(b: Bench, argv: list[str]) -> tuple[Row, dict[str, tuple[int, 
     total = modules["silica.cli"][1] / 1e6
     everything = sum(self_us for self_us, _ in modules.values()) / 1e6
     cmd = " ".join(argv[1:])
-    return Row(f"imports of `silica {cmd}`",
-               f"silica.cli {ms(total)}, all imports {ms(everything)}; "
-               f"heavy: {', '.join(heavy) or 'none'}",
-               float(len(heavy)), f"{len(heavy)} heavy", "no anthropic, no PIL",
-               not heavy), modules
+    return Row.judged(f"imports of `silica {cmd}`",
+                      f"silica.cli {ms(total)}, all imports {ms(everything)}; "
+                      f"heavy: {', '.join(heavy) or 'none'}",
+                      float(len(heavy)), f"{len(heavy)} heavy", "no anthropic, no PIL",
+                      not heavy), modules
 
 
 def heaviest(modules: dict[str, tuple[int, int]], n: int = 8) -> str:
@@ -390,15 +367,14 @@ def main() -> int:
                            f"--call-repeat={opts.call_repeat}"]))
 
     started = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="silica-bench-"))
-    home, tools, project = root / "home", root / "tools", root / "project"
-    (project / ".git").mkdir(parents=True)  # a repository: project folders stop here
-    os.environ["SILICA_HOME"] = str(home)  # inherited by every subprocess below
-    os.environ["SILICA_TOOLS_DIR"] = str(tools)
-    exe = Path(sys.executable).parent / "silica"
-    silica = [str(exe)] if exe.exists() else [sys.executable, "-m", "silica"]
-    b = Bench(root, home, tools, project, silica, find_uv())
-    try:
+    with temporary_folder("silica-bench-", opts.keep) as root:
+        home, tools, project = root / "home", root / "tools", root / "project"
+        (project / ".git").mkdir(parents=True)  # a repository: project folders stop here
+        os.environ["SILICA_HOME"] = str(home)  # inherited by every subprocess below
+        os.environ["SILICA_TOOLS_DIR"] = str(tools)
+        exe = Path(sys.executable).parent / "silica"
+        silica = [str(exe)] if exe.exists() else [sys.executable, "-m", "silica"]
+        b = Bench(root, home, tools, project, silica, find_uv())
         names = write_tools(tools, opts.tools)
         n_files = len(names)
         console.print(f"silica benchmark: {n_files} tools in {tools}, {os.cpu_count()} CPUs, "
@@ -430,31 +406,9 @@ def main() -> int:
         console.print(f"heaviest top-level imports (`silica --version`): "
                       f"{heaviest(version_mods)}")
         console.print(f"heaviest top-level imports (`silica tools list`): {heaviest(list_mods)}")
-    finally:
-        if opts.keep:
-            console.print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
-    table = Table(title="silica toolbox benchmark")
-    for col in ("measure", "figures (median)", "ratio", "target", "result"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(r.measure, r.figures, r.ratio_text, r.target,
-                      "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]")
-    console.print(table)
-
-    console.print("\nsummary:", markup=False)
-    for r in rows:
-        verdict = "PASS" if r.passed else "FAIL"
-        console.print(f"  {verdict}  {r.measure}: {r.figures} -> {r.ratio_text} "
-                      f"(target {r.target})", markup=False, soft_wrap=True)
-    failed = [r for r in rows if not r.passed]
-    console.print(f"{len(rows) - len(failed)}/{len(rows)} targets met; "
-                  f"took {time.perf_counter() - started:.0f} s", markup=False)
-    console.print(f"reproduce: cd {REPO} && . .venv/bin/activate && {command}", markup=False,
-                  soft_wrap=True)
-    return 1 if opts.strict and failed else 0
+    return report(rows, title="silica toolbox benchmark", command=command, started=started,
+                  strict=opts.strict)
 
 
 if __name__ == "__main__":
