@@ -72,6 +72,12 @@ def discover_tools() -> Discovery:
     return found
 
 
+def _summary(description: str, limit: int = 160) -> str:
+    """A description's first paragraph on one line, cut at ``limit`` characters."""
+    first = " ".join(description.split("\n\n", 1)[0].split())
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
 def tools_table(tools: list[Tool]):
     """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
     from rich.table import Table
@@ -81,7 +87,7 @@ def tools_table(tools: list[Tool]):
         table.add_column(col, overflow="fold")
     for t in tools:
         style = _STATUS_STYLE.get(t.status, "red")
-        about = t.spec.description.splitlines()[0] if t.ok and t.spec else t.reason
+        about = _summary(t.spec.description) if t.ok and t.spec else t.reason
         # Text(): descriptions and reasons come from tool files; brackets are not markup
         table.add_row(Text(t.name), Text(str(t.status), style=style), Text(t.folder.origin),
                       Text(about), Text(str(t.path)))
