@@ -110,10 +110,17 @@ async def discover(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecC
                    settings: Settings | None = None) -> Discovery:
     """Every tool in the folders plugins name, plus the built-in tools registered with
     ``settings`` (default: ``Settings()``)."""
+    result, files = _scan_all(pm, cwd, home, cache)
+    return await _complete(result, files, pm, cache, options, progress, settings)
+
+
+async def _complete(result: Discovery, files: list[_File], pm, cache: SpecCache,
+                    options: DiscoveryOptions | None, progress: Progress | None,
+                    settings: Settings | None) -> Discovery:
+    """Fetch the specs the scan did not find cached, check authorizations, add built-ins."""
     import asyncio
 
     options = options or DiscoveryOptions()
-    result, files = _scan_all(pm, cwd, home, cache)
     todo = [f for f in files if not f.error and f.raw is None]
     if todo:
         await _fetch_all(todo, pm, cache, options, progress)
@@ -137,16 +144,17 @@ def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: Sp
     needs an authorization check, no process is started and no event loop either: a warm
     ``silica tools list`` costs little more than starting Python."""
     result, files = _scan_all(pm, cwd, home, cache)
-    if any(f.raw is None and not f.error for f in files) or \
-            any(_needs_authorization(f, _tools_of(f)) for f in files):
-        import asyncio
+    if not any(f.raw is None and not f.error for f in files):
+        per_file = [(f, _tools_of(f)) for f in files]
+        if not any(_needs_authorization(f, tools) for f, tools in per_file):
+            for _, tools in per_file:
+                result.tools.extend(tools)
+            result.builtins = builtin_tools(pm, result.warnings, settings)
+            result.warnings.extend(_resolve_clashes(result.all_tools))
+            return result
+    import asyncio  # processes to run: the scan is reused, not done again
 
-        return asyncio.run(discover(pm, cwd, home, cache, options, progress, settings))
-    for f in files:
-        result.tools.extend(_tools_of(f))
-    result.builtins = builtin_tools(pm, result.warnings, settings)
-    result.warnings.extend(_resolve_clashes(result.all_tools))
-    return result
+    return asyncio.run(_complete(result, files, pm, cache, options, progress, settings))
 
 
 def _scan_all(pm, cwd: Path, home: Path, cache: SpecCache) -> tuple[Discovery, list[_File]]:
