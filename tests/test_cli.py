@@ -153,11 +153,12 @@ def test_spec_of_a_broken_tool_says_why(user_tools):
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["tools", "list", "--json"]])
-def test_light_commands_import_neither_anthropic_nor_pillow(examples, argv):
+def test_light_commands_import_no_sdk_and_no_pillow(examples, argv):
     code = (f"import sys; sys.argv = ['silica', *{argv!r}]\n"
             "from silica.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'PIL'))\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in (\n"
+            "    'anthropic', 'openai', 'PIL', 'mcp', 'mcp_types', 'uvicorn', 'starlette'))\n"
             "print('HEAVY', heavy, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)

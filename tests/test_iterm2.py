@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-import base64
 import io
-import re
-from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from escape_streams import (
+    BEL,
+    ESC,
+    FIXTURES,
+    MARKER,
+    PROPERTY,
+    ST,
+    b64,
+    fixture,
+    is_subsequence,
+    png,
+    tmux,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
 from silica.results.iterm2 import extract_iterm2
-
-FIXTURES = Path(__file__).parent / "data" / "escapes"
-ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
-MARKER = re.compile(r"\[(?:kitty|iterm2|image not)[^\[\]]*\]")
-PROPERTY = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def png(width: int = 3, height: int = 2) -> bytes:
-    image = Image.new("RGB", (width, height))
-    for x in range(width):
-        for y in range(height):
-            image.putpixel((x, y), (x * 40, y * 60, 7))
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 def osc(body: str, end: str = BEL) -> str:
@@ -46,15 +36,6 @@ def multipart(data: bytes, args: str = "inline=1", size: int = 10) -> list[str]:
     text = b64(data)
     parts = [osc(f"FilePart={text[i : i + size]}") for i in range(0, len(text), size)]
     return [osc(f"MultipartFile={args}"), *parts, osc("FileEnd")]
-
-
-def tmux(inner: str) -> str:
-    return f"{ESC}Ptmux;{inner.replace(ESC, ESC + ESC)}{ST}"
-
-
-def is_subsequence(small: str, big: str) -> bool:
-    rest = iter(big)
-    return all(char in rest for char in small)
 
 
 # --- single-sequence files ---------------------------------------------------------------
@@ -239,10 +220,6 @@ def test_files_far_into_long_coloured_output():
 
 
 # --- real emitters, recorded (see tests/data/escapes/README.txt) --------------------------------
-
-
-def fixture(name: str) -> str:
-    return (FIXTURES / name).read_bytes().decode("utf-8", errors="replace")
 
 
 def decoded(data: bytes) -> tuple[str | None, tuple[int, int], list]:

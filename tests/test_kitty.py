@@ -4,42 +4,33 @@ from __future__ import annotations
 
 import base64
 import io
-import re
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from escape_streams import (
+    BEL,
+    ESC,
+    FIXTURES,
+    MARKER,
+    PROPERTY,
+    ST,
+    b64,
+    fixture,
+    is_subsequence,
+    png,
+    tmux,
+    without_markers,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
 from silica.results.kitty import extract_kitty
 
-FIXTURES = Path(__file__).parent / "data" / "escapes"
-ESC, BEL, ST = "\x1b", "\x07", "\x1b\\"
-MARKER = re.compile(r"\[(?:kitty|iterm2|image not)[^\[\]]*\]")
 PLACEHOLDER = "\U0010eeee"
 ROW0, ROW1, COL0, COL1 = "\u0305", "\u030d", "\u0305", "\u030d"  # kitty's first diacritics
-PROPERTY = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def png(width: int = 3, height: int = 2, mode: str = "RGB") -> bytes:
-    image = Image.new(mode, (width, height))
-    for x in range(width):
-        for y in range(height):
-            image.putpixel((x, y), (x * 40, y * 60, 7, 200)[: len(mode)])
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def apc(keys: str, payload: str = "", end: str = ST) -> str:
     return f"{ESC}_G{keys}{';' + payload if payload else ''}{end}"
 
@@ -58,15 +49,6 @@ def chunked(data: bytes, first: str, size: int = 8, repeat: str = "") -> list[st
 def pixels(data: bytes) -> tuple[tuple[int, int], bytes]:
     image = Image.open(io.BytesIO(data))
     return image.size, image.convert("RGBA").tobytes()
-
-
-def without_markers(text: str) -> str:
-    return MARKER.sub("", text)
-
-
-def is_subsequence(small: str, big: str) -> bool:
-    rest = iter(big)
-    return all(char in rest for char in small)
 
 
 # --- the plain cases -------------------------------------------------------------------
@@ -392,10 +374,6 @@ def test_a_transfer_still_open_at_the_end_is_dropped_where_it_began():
 # --- passthrough ---------------------------------------------------------------------------
 
 
-def tmux(inner: str) -> str:
-    return f"{ESC}Ptmux;{inner.replace(ESC, ESC + ESC)}{ST}"
-
-
 def screen_split_st(inner: str) -> str:
     """The wrapping of ble.sh and vim-termcwd: each ST inside cut in two."""
     return f"{ESC}P{inner.replace(ST, ESC + ESC + chr(92) + ESC + 'P' + chr(92))}{ST}"
@@ -484,10 +462,6 @@ def test_placeholders_alone_in_plain_text_are_removed():
 
 
 # --- real emitters, recorded (see tests/data/escapes/README.txt) --------------------------------
-
-
-def fixture(name: str) -> str:
-    return (FIXTURES / name).read_bytes().decode("utf-8", errors="replace")
 
 
 def source_pixels(name: str) -> bytes:

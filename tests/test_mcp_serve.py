@@ -210,16 +210,3 @@ def test_http_serves_on_loopback(http_server):
     listed, result = bounded(act())
     assert {"hello", "chart", "read_file"} <= {t.name for t in listed.tools}
     assert not result.is_error and text_of(result).strip() == "Hello, HTTP!"
-
-
-@pytest.mark.parametrize("argv", [["--version"], ["tools", "list", "--json"]])
-def test_light_commands_do_not_import_the_mcp_sdk(examples, argv):
-    code = (f"import sys; sys.argv = ['silica', *{argv!r}]\n"
-            "from silica.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted(m for m in sys.modules\n"
-            "               if m.split('.')[0] in ('mcp', 'mcp_types', 'uvicorn', 'starlette'))\n"
-            "print('HEAVY', heavy, file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
-    assert "HEAVY []" in done.stderr, done.stderr
