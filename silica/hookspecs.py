@@ -41,7 +41,8 @@ def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
     Called by discovery once per scan. ``home`` is the silica home (``$SILICA_HOME``).
     Each ``ToolFolder`` carries a ``precedence``: when two folders hold a tool of the same
     name, the lower precedence wins and the other is listed as shadowed. Folders that do
-    not exist may be returned; discovery skips them.
+    not exist may be returned; discovery skips them. A folder with ``trusted=False`` is
+    listed file by file as ``untrusted`` and nothing in it is read, run or written.
     """
 
 
@@ -64,8 +65,9 @@ def silica_tool_env(path: Path, env: dict[str, str]) -> None:
     """Adjust, in place, the environment the tool file at ``path`` will run with.
 
     Called before every call and every ``--toolspec`` / ``--authorize`` run, with a copy of
-    silica's own environment. Plugins add variables (``AGENT_GRAPHICS``) or remove them
-    (withheld secrets). Return nothing.
+    silica's own environment from which secrets not granted to the tool are already taken
+    (``silica.security.env``). Plugins add variables (``AGENT_GRAPHICS``) or remove more.
+    Return nothing.
     """
 
 

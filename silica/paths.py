@@ -40,5 +40,23 @@ def project_tool_dirs(cwd: Path) -> list[Path]:
     return [d / sub for d in chain for sub in PROJECT_TOOL_DIRS]
 
 
+def project_root(path: Path) -> Path:
+    """The git root that holds ``path``, else ``path`` itself (resolved)."""
+    path = path.resolve()
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return path
+
+
+def project_tool_folder(cwd: Path) -> Path:
+    """Where a new project tool goes: the closest project tools folder that exists, else
+    ``.silica/tools`` at the project's root (the git root, or ``cwd`` outside one)."""
+    for folder in project_tool_dirs(cwd):
+        if folder.is_dir():
+            return folder
+    return project_root(cwd) / PROJECT_TOOL_DIRS[0]
+
+
 def cache_dir(home: Path | None = None) -> Path:
     return (home or silica_home()) / "cache"

@@ -50,7 +50,9 @@ def build_plugin_manager() -> pluggy.PluginManager:
         try:
             pm.register(ep.load(), name=ep.name)
         except Exception as exc:  # a broken plugin must not take the host down
-            print(f"silica: plugin {ep.name!r} failed to load and was skipped: {exc}",
+            from silica.security.text import safe_text
+
+            print(safe_text(f"silica: plugin {ep.name!r} failed to load and was skipped: {exc}"),
                   file=sys.stderr)
     return pm
 

@@ -58,6 +58,15 @@ def project(tmp_path) -> Path:
     return tmp_path / "project"
 
 
+def trust(path: Path) -> Path:
+    """Trust the project that holds ``path``, as ``silica trust PATH`` does."""
+    import os
+
+    from silica.security.trust import TrustStore
+
+    return TrustStore(Path(os.environ["SILICA_HOME"])).add(path)
+
+
 def write_tool(folder: Path, filename: str, source: str, deps: str = '"cyclopts>=3"') -> Path:
     """Write a tool file: a PEP 723 header with ``deps``, then ``source`` (dedented)."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, trust
 from PIL import Image
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult
@@ -58,10 +60,29 @@ def test_builtins_are_listed_with_origin_builtin():
     assert "read_file" in [s["name"] for s in Toolbox().specs()]
 
 
-def test_a_user_tool_of_the_same_name_shadows_the_builtin(user_tools):
+def test_a_project_or_user_file_cannot_silently_replace_a_builtin(user_tools, project):
+    trust(project)
+    for folder in (user_tools, project / ".silica" / "tools"):
+        script_tool(folder, "read_file.py", simple_spec("read_file", path="string"),
+                    body="print('an impostor')")
+    (project / "notes.txt").write_text("the real file\n")
+    box = Toolbox()
+    found = box.discover()
+    assert found.runnable()["read_file"].folder.origin == "builtin"
+    files = [t for t in found.tools if t.name == "read_file"]
+    assert [str(t.status) for t in files] == ["shadowed", "shadowed"]
+    assert "allow_shadow_builtins = true" in files[0].reason
+    assert sum("like silica's built-in" in w for w in found.warnings) == 2
+    assert box.call("read_file", {"path": "notes.txt"}).text.endswith("the real file")
+    listed = subprocess.run([sys.executable, "-m", "silica", "tools", "list"],
+                            capture_output=True, text=True, check=True)
+    assert "names a tool 'read_file', like silica's built-in" in listed.stderr
+
+
+def test_with_allow_shadow_builtins_a_user_tool_replaces_the_builtin(user_tools):
     script_tool(user_tools, "read_file.py", simple_spec("read_file", path="string"),
                 body="print('the user version')")
-    box = Toolbox()
+    box = Toolbox(settings=Settings(tools=ToolSettings(allow_shadow_builtins=True)))
     found = box.discover()
     assert found.runnable()["read_file"].folder.origin == "user"
     [shadowed] = [t for t in found.builtins if t.name == "read_file"]
@@ -170,7 +191,8 @@ def test_settings_env_withhold_hides_variables(user_tools, monkeypatch):
     settings = Settings(tools=ToolSettings(env_withhold=["*_TOKEN"]))
     hidden = json.loads(Toolbox(settings=settings).call("env", {}).text)
     assert hidden == {"DEPLOY_TOKEN": None, "AWS_SECRET": None, "VISIBLE": "yes"}
-    plain = json.loads(Toolbox().call("env", {}).text)
+    granted = Settings(tools=ToolSettings(env_grant={"env": ["DEPLOY_TOKEN"]}))
+    plain = json.loads(Toolbox(settings=granted).call("env", {}).text)
     assert plain == {"DEPLOY_TOKEN": "t0ken", "AWS_SECRET": None, "VISIBLE": "yes"}
 
 

@@ -142,3 +142,43 @@ def test_entry_point_plugins_obey_the_allow_list(tmp_path, monkeypatch):
     env: dict[str, str] = {}
     pm.hook.silica_tool_env(path=tmp_path, env=env)
     assert env["FROM_TEAM_PLUGIN"] == "1" and json.dumps(env)
+
+
+def test_image_work_runs_off_the_event_loop(register, user_tools):
+    """A slow image check (a bomb being refused, say) leaves the loop free: a server's other
+    clients are answered meanwhile."""
+    import asyncio
+    import threading
+
+    from silica.blocks import TextBlock
+
+    script_tool(user_tools, "pic.py", simple_spec("pic"),
+                body="print('{\"base64\": \"iVBORw0KGgo=\"}')")
+    release = threading.Event()
+    events: list[str] = []
+
+    class SlowCheck:
+        @hookimpl(tryfirst=True)
+        def silica_prepare_image(self, payload, limits):
+            events.append("image work started")
+            release.wait(30)  # bounded: on the loop this would stall the pings below
+            events.append("image work ended")
+            return TextBlock(text="[image dropped: checked slowly]")
+
+    register(SlowCheck())
+
+    async def scenario():
+        box = Toolbox()
+        await box.adiscover()
+        call = asyncio.create_task(box.acall("pic", {}))
+        while "image work started" not in events:
+            await asyncio.sleep(0.01)
+        for _ in range(3):  # three pings answered while the image is being checked
+            await asyncio.sleep(0)
+        events.append("pings answered")
+        release.set()
+        return await call
+
+    result = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert events == ["image work started", "pings answered", "image work ended"]
+    assert "checked slowly" in result.text

@@ -6,6 +6,10 @@
         long_running: false
         requires_auth: true
         timeout: 120
+        env: OPENWEATHER_KEY, GITHUB_TOKEN
+
+``env`` names the secret variables the tool needs; the user grants them in config (see
+``silica.security.env``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from silica.tools.model import ToolMetadata
 
 _BLOCK = re.compile(r"^Metadata:[ \t]*\n((?:[ \t]+[\w-]+[ \t]*:.*(?:\n|$))*)", re.M | re.I)
 _TRUE = {"true", "yes", "1", "on"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def module_docstring(source: str) -> str:
@@ -42,6 +47,8 @@ def parse_metadata(source: str) -> ToolMetadata:
             meta.tags = [t.strip() for t in value.split(",") if t.strip()]
         elif key in ("long_running", "requires_auth"):
             setattr(meta, key, value.lower() in _TRUE)
+        elif key == "env":
+            meta.env = [n for n in (v.strip() for v in value.split(",")) if _ENV_NAME.match(n)]
         elif key == "timeout":
             try:
                 seconds = float(value.rstrip("s").strip())

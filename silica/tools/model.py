@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from silica.security.env import EnvAccess
+
 if TYPE_CHECKING:
     from silica.tools.builtin import BuiltinTool
 
@@ -24,6 +26,7 @@ class ToolFolder:
     path: Path
     origin: str  # "project", "user", "pack:<name>", ...
     precedence: int
+    trusted: bool = True  # an untrusted folder's files are listed, never read or run
 
 
 class ToolStatus(StrEnum):
@@ -32,6 +35,7 @@ class ToolStatus(StrEnum):
     ERROR = "error"
     NEEDS_AUTHORIZATION = "needs authorization"
     SHADOWED = "shadowed"
+    UNTRUSTED = "untrusted"
 
 
 class ToolSpec(BaseModel):
@@ -94,6 +98,7 @@ class ToolMetadata(BaseModel):
     long_running: bool = False
     requires_auth: bool = False
     timeout: float | None = None
+    env: list[str] = Field(default_factory=list)  # secret variables the tool asks for
     extra: dict[str, str] = Field(default_factory=dict)
 
 
@@ -111,6 +116,7 @@ class Tool:
     file_hash: str = ""
     multi: bool = False  # declared in a multi-tool file (runs through a subcommand)
     builtin: BuiltinTool | None = None  # a built-in tool runs in-process, not from ``path``
+    env_access: EnvAccess | None = None  # secrets asked for and granted (set by discovery)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +138,7 @@ class Tool:
             "description": self.spec.description if self.spec else "",
             "category": self.metadata.category,
             "tags": self.metadata.tags,
+            "env": (self.env_access or EnvAccess()).to_json(),
         }
 
 
