@@ -22,7 +22,21 @@ app.command("silica.cli.packs:app", name="packs",
             help="Install, update and remove tool packs.")
 app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")
 app.command("silica.cli.mcp:app", name="mcp", help="Serve silica's tools over MCP.")
+app.command("silica.cli.trust:trust", name="trust",
+            help="Let a project's tools run (project folders run nothing until trusted).")
+app.command("silica.cli.trust:untrust", name="untrust",
+            help="Stop a project's tools from running.")
 
 
 def main() -> None:
-    app()
+    """Run the ``silica`` command. Ctrl-C ends any command (but ``mcp serve``, which stops
+    quietly) with the one line "interrupted" on stderr and exit code 130, as a shell reports
+    SIGINT: never a traceback. What the command started is stopped as it unwinds."""
+    app.suppress_keyboard_interrupt = False  # cyclopts would exit 130 without a word
+    try:
+        app()
+    except KeyboardInterrupt:
+        from silica.cli.output import err, say
+
+        say("interrupted", console=err)
+        raise SystemExit(130) from None

@@ -8,7 +8,7 @@ import sys
 
 from cyclopts import App
 
-from silica.cli.output import fail
+from silica.cli.output import SafeLogFormatter, fail
 from silica.errors import SilicaError
 
 app = App(name="mcp", help="Serve your tools to MCP hosts.")
@@ -35,8 +35,9 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765):
     from silica.cli.tools import toolbox
     from silica.mcp.server import serve_http, serve_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(name)s: %(levelname)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)  # log lines quote tools' warnings: made safe
+    handler.setFormatter(SafeLogFormatter("%(name)s: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("silica").setLevel(logging.INFO)
     box = toolbox()
     try:

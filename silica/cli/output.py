@@ -1,22 +1,81 @@
-"""Shared output helpers for the CLI: stdout for results, stderr for everything else."""
+"""Shared output helpers for the CLI: stdout for results, stderr for everything else.
+
+Text from outside (tool files and their output, MCP servers, packs, file names, error
+messages quoting any of them) is printed only through these helpers or ``plain``, which pass
+it through ``safe_text``: it is never markup and never drives the terminal. Silica's own
+styles (the red "error: ", the table colours) are kept.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import sys
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
+from cyclopts import Parameter
 from rich.console import Console
+from rich.style import StyleType
 from rich.text import Text
 
+from silica.security.text import safe_text
+
+JsonFlag = Annotated[bool, Parameter(name="--json", negative="",
+                                     help="Print JSON (for programs) instead of a table.")]
+"""The ``--json`` flag every listing command takes."""
+
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # never break a path or an id
+
+# json.dumps escapes C0 but not DEL, C1, bidi controls or lone surrogates when not ASCII-only.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                          r"\ud800-\udfff]")
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    """``value`` as indented JSON on stdout. The data is exactly ``value``; DEL, C1 and bidi
+    controls and lone surrogates are written as ``\\uXXXX`` escapes (they occur only inside
+    strings), so the text holds nothing a terminal would act on."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    sys.stdout.write(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+
+
+def plain(text: object, style: StyleType = "") -> Text:
+    """A rich ``Text`` of outside text: made safe by ``safe_text``, never read as markup;
+    ``style`` (silica's own) applies to all of it."""
+    return Text(safe_text(str(text)), style=style)
+
+
+def say(message: object, *, console: Console = out, style: StyleType = "") -> None:
+    """Print ``message`` (which may hold outside text) as ``plain`` text on ``console``."""
+    console.print(plain(message, style))
+
+
+def labelled(label: str, style: StyleType, message: object) -> None:
+    """Print silica's ``label`` in ``style``, then ``message`` made safe, on stderr."""
+    err.print(Text.assemble((label, style), safe_text(str(message))))
+
+
+def warn(message: object) -> None:
+    """Print "warning: " and ``message`` made safe on stderr."""
+    labelled("warning: ", "yellow", message)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(Text.assemble(("error: ", "bold red"), message))
+    """Print "error: " and ``message`` made safe on stderr, then exit with ``code``."""
+    labelled("error: ", "bold red", message)
     raise SystemExit(code)
+
+
+class SafeLogFormatter(logging.Formatter):
+    """A log formatter whose records (message and traceback) are made safe: a log line can
+    quote a tool's warning or a client's input."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe_text(super().format(record))
+
+
+# Libraries (the MCP SDK, provider SDKs) log warnings with no handler set up: made safe too.
+if logging.lastResort is not None:
+    logging.lastResort.setFormatter(SafeLogFormatter())

@@ -11,7 +11,7 @@ from cyclopts import App, Parameter
 from rich.table import Table
 from rich.text import Text
 
-from silica.cli.output import err, fail, out, print_json
+from silica.cli.output import err, fail, labelled, out, plain, print_json, say, warn
 from silica.errors import SilicaError
 
 app = App(name="packs", help="Install, update and remove tool packs; start and check your own.")
@@ -21,12 +21,26 @@ JsonFlag = Annotated[bool, Parameter(name="--json")]
 
 @contextmanager
 def _status() -> Iterator[Any]:
-    """A spinner with what is happening (cloning, downloading) on stderr, on a terminal only."""
+    """A spinner with what is happening (cloning, downloading, waiting for another command)
+    on stderr, on a terminal only; it appears with the first message."""
     if not err.is_terminal:
         yield None
         return
-    with err.status("") as spinner:
-        yield lambda message: spinner.update(message)
+    spinner = None
+
+    def update(message: str) -> None:
+        nonlocal spinner
+        if spinner is None:
+            spinner = err.status(plain(message))  # may name a URL: not markup
+            spinner.start()
+        else:
+            spinner.update(plain(message))
+
+    try:
+        yield update
+    finally:
+        if spinner is not None:
+            spinner.stop()
 
 
 def _commit_or_digest(entry) -> str:
@@ -60,9 +74,9 @@ def install(source: str, *, ref: str | None = None, force: bool = False):
     entry = change.entry
     what = "Reinstalled" if change.old_version else "Installed"
     tools = ", ".join(sorted(p[:-3] for p in entry.files if is_tool_file(p))) or "none"
-    out.print(f"{what} {entry.name} {entry.version} from {entry.source} "
-              f"({entry.kind}{', ' + _commit_or_digest(entry) if entry.kind != 'folder' else ''})"
-              f"\nTools: {tools}\nSee them with 'silica tools list'.", markup=False)
+    say(f"{what} {entry.name} {entry.version} from {entry.source} "
+        f"({entry.kind}{', ' + _commit_or_digest(entry) if entry.kind != 'folder' else ''})"
+        f"\nTools: {tools}\nSee them with 'silica tools list'.")
 
 
 @app.command(name="list")
@@ -71,7 +85,8 @@ def list_packs(*, json_: JsonFlag = False):
     from silica.packs import installed
 
     try:
-        packs = installed()
+        with _status() as status:
+            packs = installed(status=status)
     except SilicaError as exc:
         fail(str(exc))
     rows = [_row(p) for p in packs]
@@ -91,7 +106,7 @@ def list_packs(*, json_: JsonFlag = False):
             state = Text("broken", style="red")
         source = r["source"] + (f"#{r['ref']}" if r["ref"] else "")
         cells = (r["name"], r["version"], r["problem"] or r["description"], source)
-        table.add_row(*(Text(str(c)) for c in cells), state)  # brackets are not markup
+        table.add_row(*(plain(c) for c in cells), state)  # manifests are outside text
     out.print(table)
 
 
@@ -123,7 +138,8 @@ def show(name: str, *, json_: JsonFlag = False):
     from silica.packs import get_pack
 
     try:
-        pack = get_pack(name)
+        with _status() as status:
+            pack = get_pack(name, status=status)
     except SilicaError as exc:
         fail(str(exc))
     tools = [t for t in discover_tools().tools if t.folder.origin == f"pack:{name}"]
@@ -143,7 +159,7 @@ def show(name: str, *, json_: JsonFlag = False):
     if pack.manifest and pack.manifest.min_silica:
         lines.append(f"needs:     silica {pack.manifest.min_silica} or newer")
     lines += [f"edited:    {edit}" for edit in row["local_edits"]]
-    out.print("\n".join(lines), markup=False)
+    say("\n".join(lines))
     if tools:
         from silica.cli.tools import tools_table
 
@@ -167,7 +183,8 @@ def update(name: str | None = None, *, force: bool = False):
     from silica.packs import update as update_pack
 
     try:
-        names = [name] if name else [p.name for p in installed() if p.entry]
+        with _status() as status:
+            names = [name] if name else [p.name for p in installed(status=status) if p.entry]
     except SilicaError as exc:
         fail(str(exc))
     if not names:
@@ -179,10 +196,10 @@ def update(name: str | None = None, *, force: bool = False):
             with _status() as status:
                 change = update_pack(pack_name, force=force, status=status)
         except SilicaError as exc:
-            err.print(Text.assemble(("error: ", "bold red"), f"{pack_name}: {exc}"))
+            labelled("error: ", "bold red", f"{pack_name}: {exc}")
             failed = True
             continue
-        out.print(_describe_change(change), markup=False)
+        say(_describe_change(change))
     if failed:
         raise SystemExit(1)
 
@@ -207,11 +224,12 @@ def remove(name: str):
     from silica.packs import remove as remove_pack
 
     try:
-        pack = remove_pack(name)
+        with _status() as status:
+            pack = remove_pack(name, status=status)
     except SilicaError as exc:
         fail(str(exc))
     version = f" {pack.entry.version}" if pack.entry else ""
-    out.print(f"Removed {name}{version}", markup=False)
+    say(f"Removed {name}{version}")
 
 
 @app.command
@@ -223,8 +241,36 @@ def new(name: str, *, path: Path | None = None):
         folder = new_pack(name, path)
     except SilicaError as exc:
         fail(str(exc))
-    out.print(f"Created {folder}\nCheck it: silica packs check {folder}\n"
-              f"Install it: silica packs install {folder}", markup=False)
+    say(f"Created {folder}\nDescribe the pack in {folder / 'silica-pack.toml'} and its tool "
+        f"in its docstrings (the placeholder text must go before it can be published)\n"
+        f"Add a tool: silica packs add-tool {folder} NAME\n"
+        f"Check it: silica packs check {folder}\nInstall it: silica packs install {folder}")
+
+
+@app.command(name="add-tool")
+def add_tool(path: Path, name: str):
+    """Add tool NAME to the pack at PATH: PATH/NAME.py, a working tool to start from.
+
+    Parameters
+    ----------
+    path
+        The pack's folder (where silica-pack.toml is).
+    name
+        The tool's name: letters, digits and '_', starting with a letter.
+    """
+    from silica.packs import add_tool as add_pack_tool
+    from silica.packs import read_manifest
+
+    try:
+        tool = add_pack_tool(path, name)
+        listed = read_manifest(tool.parent).tools
+    except SilicaError as exc:
+        fail(str(exc))
+    say(f"Created {tool}\nDescribe what it does in its docstrings, then check the pack: "
+        f"silica packs check {tool.parent}")
+    if listed is not None and name not in listed:
+        warn(f"{tool.parent / 'silica-pack.toml'} lists its tools: add {name!r} to 'tools' "
+             "there, or the tool is left out when the pack is installed")
 
 
 @app.command
@@ -247,9 +293,9 @@ def check(path: Path, *, json_: JsonFlag = False):
         if report.tools:
             out.print(tools_table(report.tools))
         for warning in report.warnings:
-            err.print(Text.assemble(("warning: ", "yellow"), warning))
+            warn(warning)
         for problem in report.problems:
-            err.print(Text.assemble(("problem: ", "bold red"), problem))
+            labelled("problem: ", "bold red", problem)
         broken = sum(t.broken for t in report.tools)
         summary = f"{len(report.tools)} tools, {broken} broken, {len(report.problems)} problems"
         if report.ok:

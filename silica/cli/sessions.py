@@ -6,9 +6,8 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 from rich.table import Table
-from rich.text import Text
 
-from silica.cli.output import out, print_json
+from silica.cli.output import fail, out, plain, print_json, say
 
 app = App(name="sessions", help="Saved conversations (resume one with silica chat --resume ID).")
 
@@ -30,6 +29,52 @@ def list_sessions(*, json_: Annotated[bool, Parameter(name="--json")] = False):
         table.add_column(col, overflow="fold")
     for s in sessions:
         title = f"[unreadable: {s.problem}]" if s.problem else (s.title or "")
-        table.add_row(*(Text(cell) for cell in (  # plain text: a title is the user's words
+        table.add_row(*(plain(cell) for cell in (  # a title or a problem quotes outside text
             s.id, str(s.updated or "")[:19], str(s.turns or ""), s.model or "", title)))
     out.print(table)
+
+
+@app.command
+def delete(
+    *session_ids: str,
+    empty: bool = False,
+    older_than: float | None = None,
+    json_: Annotated[bool, Parameter(name="--json")] = False,
+):
+    """Delete saved sessions (their file, saved tool outputs and images): by id, or all the
+    sessions the model never answered (--empty), or not updated for DAYS (--older-than).
+
+    Parameters
+    ----------
+    session_ids
+        Sessions to delete (see silica sessions list).
+    empty
+        Delete every session the model never answered.
+    older_than
+        Delete every session not updated for this many days (with --empty: both must hold).
+    json_
+        Print what was deleted as JSON: [{"id", "removed": [paths]}].
+    """
+    from silica.agent.sessions import delete_sessions, find_sessions
+    from silica.errors import SilicaError
+
+    if session_ids and (empty or older_than is not None):
+        fail("give session ids, or --empty / --older-than DAYS, not both", 2)
+    if not session_ids and not empty and older_than is None:
+        fail("say what to delete: session ids, --empty, or --older-than DAYS "
+             "(see silica sessions list)", 2)
+    if older_than is not None and not older_than >= 0:  # also refuses nan
+        fail(f"--older-than takes a number of days, 0 or more, not {older_than}", 2)
+    try:
+        chosen = list(session_ids) or [
+            s.id for s in find_sessions(empty=empty, older_than=older_than)]
+        deleted = delete_sessions(chosen)
+    except SilicaError as exc:
+        fail(str(exc))
+    if json_:
+        print_json([d.model_dump(mode="json") for d in deleted])
+        return
+    for d in deleted:
+        say(f"deleted session {d.id}")
+    if not deleted:
+        say("no session matched; nothing deleted")

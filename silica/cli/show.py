@@ -1,17 +1,60 @@
 """Showing a ToolResult in the terminal: text as printed, images as a line of facts each,
-drawn inline too where the terminal speaks the kitty graphics protocol."""
+drawn inline too where the terminal speaks the kitty graphics protocol.
+
+A text block is shown up to ``SHOW_CHARS`` characters and ``SHOW_LINES`` lines, then one line
+saying how much was left out and the file that holds all of it, so showing a flood of output
+takes as long as showing its start.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult
-from silica.cli.output import err, out
+from silica.cli.output import err, out, plain, say
+from silica.fsutil import write_atomic
 from silica.paths import silica_home
 
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+SHOW_CHARS = 2_000
+SHOW_LINES = 40
+_SHOWS = re.compile(r"[^ \t\n]")  # a character that prints something (␍ included)
+
+
+def clip_for_terminal(text: str, chars: int = SHOW_CHARS,
+                      lines: int = SHOW_LINES) -> tuple[str, int]:
+    """The start of ``text`` to show (at most ``chars`` characters and ``lines`` lines) and
+    how many characters are left out (0 when only spaces and line ends are); linear in what
+    is shown, not in ``len(text)``."""
+    head = text[:chars]
+    end = -1
+    for _ in range(lines):
+        end = head.find("\n", end + 1)
+        if end < 0:
+            break
+    else:
+        head = head[:end]
+    if _SHOWS.search(text, len(head)) is None:
+        return head, 0
+    return head, len(text) - len(head)
+
+
+def save_text(text: str, folder: Path | None = None) -> tuple[Path | None, str]:
+    """Save ``text`` under a name made from its content (in the folder ``save_image`` uses by
+    default); the path, or ``None`` and why it could not be written."""
+    folder = folder or silica_home() / "images" / "cli"
+    data = text.encode("utf-8", "backslashreplace")
+    path = folder / (hashlib.sha256(data).hexdigest()[:16] + ".txt")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.is_file():
+            write_atomic(path, data)
+    except OSError as exc:
+        return None, str(exc.strerror or exc)
+    return path, ""
 
 
 def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
@@ -24,8 +67,7 @@ def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
         if not path.exists():
             path.write_bytes(image.data)
     except OSError as exc:
-        err.print(f"warning: cannot save the image to {path}: {exc.strerror or exc}",
-                  markup=False)
+        say(f"warning: cannot save the image to {path}: {exc.strerror or exc}", console=err)
         return None
     return path
 
@@ -41,18 +83,33 @@ def describe_image(image: ImageBlock, saved: Path | None) -> str:
             f"~tokens: {tokens}{where}]")
 
 
-def show_result(result: ToolResult, saved: list[Path | None], inline: bool | None = None) -> None:
+def show_result(result: ToolResult, saved: list[Path | None], inline: bool | None = None,
+                *, full_output: Path | None = None) -> None:
     """Print ``result``: each image is drawn inline when ``inline`` (default: when
-    ``kitty_supported`` says the terminal can), and always described in one line."""
+    ``kitty_supported`` says the terminal can), and always described in one line.
+
+    A long text block is cut (``clip_for_terminal``) with a line naming where all of the
+    result's text is: ``full_output`` if given, else a file ``save_text`` writes."""
+    from silica.agent.results import compact_undecodable
     from silica.cli.terminal import kitty_image, kitty_supported
 
     console = err if result.is_error else out
     if inline is None:
         inline = kitty_supported(os.environ, _isatty(console.file))
     images = iter(saved)
+    problem = ""
     for block in result.blocks:
         if isinstance(block, TextBlock):
-            console.print(block.text, markup=False, highlight=False)
+            shown, left = clip_for_terminal(block.text)
+            # a tool's words: never markup, never escapes; undecodable runs as one marker
+            console.print(plain(compact_undecodable(shown)))
+            if left:
+                if full_output is None:
+                    full_output, problem = save_text(compact_undecodable(result.text))
+                where = (f"all of it is in {full_output}" if full_output else
+                         f"it could not be saved: {problem}")
+                say(f"[… {left:,} more characters not shown; {where}]", console=console,
+                    style="dim")
         elif isinstance(block, ImageBlock):
             if inline:
                 try:
@@ -64,7 +121,7 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
                     console.file.flush()
                     console.file.write(drawn + "\n")
                     console.file.flush()
-            console.print(describe_image(block, next(images, None)), markup=False)
+            console.print(plain(describe_image(block, next(images, None))))
 
 
 def _isatty(stream) -> bool:

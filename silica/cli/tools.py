@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
-from rich.text import Text
 
-from silica.cli.output import err, fail, out, print_json
+from silica.cli.output import JsonFlag, err, fail, out, plain, print_json, say, warn
 from silica.errors import SilicaError
-from silica.paths import user_tools_dir
+from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.tools.discovery import Discovery
 from silica.tools.model import Tool, ToolStatus
 from silica.tools.toolbox import Toolbox
@@ -23,6 +22,7 @@ _STATUS_STYLE = {
     ToolStatus.OK: "green",
     ToolStatus.SHADOWED: "dim",
     ToolStatus.NEEDS_AUTHORIZATION: "yellow",
+    ToolStatus.UNTRUSTED: "yellow",
 }
 
 
@@ -68,7 +68,7 @@ def discover_tools() -> Discovery:
     with spec_progress() as update:
         found = toolbox().discover(progress=update)
     for warning in found.warnings:
-        err.print(Text.assemble(("warning: ", "yellow"), warning))
+        warn(warning)
     return found
 
 
@@ -83,19 +83,26 @@ def tools_table(tools: list[Tool]):
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("name", "status", "origin", "description / reason", "path"):
+    env = [t.env_access.summary() if t.env_access else "" for t in tools]
+    columns = ["name", "status", "origin", "description / reason", "path"]
+    if any(env):  # only when some tool asked for or was granted a secret
+        columns.insert(4, "env (secrets)")
+    for col in columns:
         table.add_column(col, overflow="fold")
-    for t in tools:
+    for t, secrets in zip(tools, env, strict=True):
         style = _STATUS_STYLE.get(t.status, "red")
         about = _summary(t.spec.description) if t.ok and t.spec else t.reason
-        # Text(): descriptions and reasons come from tool files; brackets are not markup
-        table.add_row(Text(t.name), Text(str(t.status), style=style), Text(t.folder.origin),
-                      Text(about), Text(str(t.path)))
+        # plain(): names, descriptions, reasons and paths come from outside; never markup
+        cells = [plain(t.name), plain(t.status, style), plain(t.folder.origin),
+                 plain(about), plain(t.path)]
+        if any(env):
+            cells.insert(4, plain(secrets))
+        table.add_row(*cells)
     return table
 
 
 @app.command(name="list")
-def list_tools(*, json_: Annotated[bool, Parameter(name="--json")] = False):
+def list_tools(*, json_: JsonFlag = False):
     """List every tool found, with its status, origin and source file."""
     found = discover_tools()
     if json_:
@@ -103,12 +110,12 @@ def list_tools(*, json_: Annotated[bool, Parameter(name="--json")] = False):
         return
     out.print(tools_table(found.all_tools))
     if not found.tools:
-        err.print(f"No tool files found. Create one with 'silica tools new NAME' (it goes to "
-                  f"{user_tools_dir()}).", markup=False)
+        say(f"No tool files found. Create one with 'silica tools new NAME' (it goes to "
+            f"{user_tools_dir()}).", console=err)
 
 
 @app.command
-def check(*, json_: Annotated[bool, Parameter(name="--json")] = False):
+def check(*, json_: JsonFlag = False):
     """Validate every tool; exits non-zero if any tool is broken."""
     found = discover_tools()
     broken = [t for t in found.all_tools if t.broken]
@@ -124,8 +131,15 @@ def check(*, json_: Annotated[bool, Parameter(name="--json")] = False):
 
 
 @app.command
-def spec(name: str):
-    """Print the spec of tool NAME as JSON, as a model sees it."""
+def spec(name: str | None = None):
+    """Print the spec of tool NAME as JSON, as a model sees it.
+
+    Parameters
+    ----------
+    name
+        The tool, as 'silica tools list' names it.
+    """
+    name = _named(name, "spec NAME")
     tool = _get(name)
     if tool.spec is None:
         fail(f"{name} has no valid spec ({tool.status}): {tool.reason}")
@@ -134,10 +148,10 @@ def spec(name: str):
 
 @app.command
 def run(
-    name: str,
+    name: str | None = None,
     *,
     input_: Annotated[str, Parameter(name="--input")] = "{}",
-    json_: Annotated[bool, Parameter(name="--json")] = False,
+    json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
     save_images: Path | None = None,
     provider: Literal["anthropic", "openai", "ollama"] = "anthropic",
 ):
@@ -158,6 +172,7 @@ def run(
     """
     from silica.cli.show import save_image, show_result
 
+    name = _named(name, "run NAME --input '{...}'")
     try:
         arguments = json.loads(input_)
     except ValueError as exc:
@@ -177,17 +192,56 @@ def run(
 
 
 @app.command
-def new(name: str, *, project: bool = False):
-    """Create a working tool NAME to start from (in the user's folder, or the project's)."""
+def new(name: str, *, project: Annotated[bool, Parameter(negative="")] = False):
+    """Create a working tool NAME to start from (in the user's folder, or the project's).
+
+    Parameters
+    ----------
+    name
+        The new tool's name (letters, digits, '_' or '-'); the file is NAME.py.
+    project
+        Put it in the project's tools folder (the closest existing .silica/tools or
+        .agent/tools up to the git root, else .silica/tools at the root) instead of yours.
+    """
     from silica.tools.scaffold import new_tool
 
-    folder = Path.cwd() / ".silica" / "tools" if project else user_tools_dir()
+    folder = project_tool_folder(Path.cwd()) if project else user_tools_dir()
     try:
         path = new_tool(folder, name)
     except SilicaError as exc:
         fail(str(exc))
-    out.print(f"Created {path}\nTry it: silica tools run {name} --input "
-              "'{\"text\": \"hi\", \"repeat\": 2}'", markup=False)
+    say(f"Created {path}\nTry it: silica tools run {name} --input "
+        "'{\"text\": \"hi\", \"repeat\": 2}'")
+    for clash in _clashes(name, project):
+        warn(clash)
+    if project:
+        from silica.security.trust import TrustStore, trust_command
+
+        if not TrustStore(silica_home()).is_trusted(folder):
+            say(f"This project is not trusted yet, so its tools do not run; "
+                f"'{trust_command(folder)}' lets them.", console=err)
+
+
+def _named(name: str | None, usage: str) -> str:
+    """``name``, or exit 2 saying how to give it (not cyclopts' "--name requires ...")."""
+    if not name:
+        fail(f"give the tool's name: silica tools {usage}; 'silica tools list' shows "
+             "the names", 2)
+    return name
+
+
+def _clashes(name: str, project: bool) -> list[str]:
+    """What a new tool called ``name`` would clash with: a built-in, or the user's own."""
+    from silica.tools.discovery import builtin_tools
+
+    found = []
+    if any(t.name == name for t in builtin_tools(toolbox().pm, [])):
+        found.append(f"{name!r} is also the name of a built-in tool, which is used instead "
+                     "of your file; choose another name")
+    mine = user_tools_dir() / f"{name}.py"
+    if project and mine.is_file():
+        found.append(f"this project tool shadows your own {mine} in this project")
+    return found
 
 
 def _get(name: str, box: Toolbox | None = None) -> Tool:
