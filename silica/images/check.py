@@ -1,4 +1,4 @@
-"""Check and fit one image to a provider's limits: the only module here that imports Pillow.
+"""Check and fit one image to a provider's limits (Pillow is imported here and in ``budget``).
 
 ``prepare_image`` turns what a tool emitted into either an ``ImageBlock`` that the provider
 will accept, or a ``TextBlock`` notice starting ``[image dropped:`` that says what was
@@ -8,9 +8,12 @@ What it does, in order:
 
 1. Sniff the magic bytes; they win over the declared type. Unknown bytes, SVG, PDF, and
    HEIC/AVIF without a Pillow decoder here are dropped with a notice.
-2. Read only the header and refuse a decompression bomb (width * height over
-   ``limits.max_pixels``) before any pixel is decoded. ``Image.MAX_IMAGE_PIXELS`` is left
-   alone (it is process-wide); Pillow's own ``DecompressionBombError`` is caught too.
+2. Read only the header and refuse a decompression bomb before any pixel is decoded: width *
+   height over ``limits.max_pixels``, or an estimated peak of decoding and fitting it (all
+   frames decoded, the decoder's buffers, the conversion's; ``silica.images.budget``) over
+   ``limits.max_decoded_bytes``. A WebP is measured before Pillow opens it, since opening
+   allocates its canvas. ``Image.MAX_IMAGE_PIXELS`` is left alone (it is process-wide);
+   Pillow's own ``DecompressionBombError`` is caught too.
 3. Decode fully, so truncated or corrupt files are caught.
 4. Keep the original bytes, untouched, when the format is accepted, the size needs no change,
    the base64 fits and the pixel mode is plain (no CMYK JPEG, no 16-bit PNG; for a PNG,
@@ -19,13 +22,15 @@ What it does, in order:
 5. Otherwise re-encode: upright per EXIF, 8-bit RGB/RGBA/L/LA, scaled down (Lanczos, aspect
    kept) to the hard side limit and the default targets, then JPEG (if the source was JPEG)
    or PNG; if the base64 is still too big, JPEG at falling quality for opaque images, then
-   smaller sizes, down to a floor of ``MIN_SIDE`` px.
+   smaller sizes, down to a floor of ``MIN_SIDE`` px. The full-size image is converted and
+   scaled band by band, and an encoding stops once it is 1.5 times too big, so the memory
+   used stays within the estimate of step 2.
 
 Animated images: an animated GIF is sent whole when the limits allow animated GIFs, it needs
 no change and all its frames decode within the pixel budget (frames * width * height <=
-``max_pixels``). Otherwise, like any other multi-frame image (APNG, animated WebP,
-multi-page TIFF), only its first frame is sent, as a still image, and the block's ``source``
-says so, e.g. ``"json (first frame of 12)"``.
+``max_pixels``) and the decoding budget (``max_decoded_bytes``). Otherwise, like any other
+multi-frame image (APNG, animated WebP, multi-page TIFF), only its first frame is sent, as a
+still image, and the block's ``source`` says so, e.g. ``"json (first frame of 12)"``.
 
 Warnings Pillow raises while an image is prepared are silenced (``warnings.catch_warnings``).
 """
@@ -38,12 +43,13 @@ import struct
 import warnings
 import zlib
 
-from PIL import Image, ImageOps
+from PIL import Image
 
 from silica.blocks import ImageBlock, TextBlock
-from silica.images.limits import ANTHROPIC, GIF, JPEG, PNG, ImageLimits
+from silica.images import budget
+from silica.images.limits import ANTHROPIC, GIF, JPEG, PNG, WEBP, ImageLimits
 from silica.images.payload import ImagePayload
-from silica.images.sniff import describe_media_type, normalize_media_type, sniff_media_type
+from silica.images.sniff import normalize_media_type, sniff_media_type
 
 MIN_SIDE = 32
 """No image is scaled below this long side to make it fit the byte limit."""
@@ -54,20 +60,6 @@ JPEG_QUALITIES = (85, 70, 55, 40)
 MAX_ROUNDS = 12
 """Sizes tried, each smaller than the last, before an image is given up on."""
 
-_PILLOW_FORMATS: dict[str, tuple[str, ...]] = {
-    "image/png": ("PNG",),
-    "image/jpeg": ("JPEG",),
-    "image/gif": ("GIF",),
-    "image/webp": ("WEBP",),
-    "image/bmp": ("BMP",),
-    "image/tiff": ("TIFF",),
-    "image/x-icon": ("ICO",),
-    "image/x-portable-anymap": ("PPM",),
-    "image/qoi": ("QOI",),
-    "image/avif": ("AVIF",),
-    "image/heic": ("HEIF",),  # registered only by the pillow-heif plugin
-}
-
 _NEVER_SENT = {
     "image/svg+xml": "render it to PNG first",
     "application/pdf": "render the pages you need to PNG first",
@@ -75,7 +67,35 @@ _NEVER_SENT = {
 
 _PLAIN_MODES = frozenset({"1", "L", "LA", "P", "RGB", "RGBA"})
 _SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
-_SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
+_TRANSPOSE = {  # EXIF orientation -> what turns it upright (as ImageOps.exif_transpose)
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
+                       Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270})
+
+
+class _TooBig(Exception):
+    """Raised by ``_Capped`` when an encoding passes its cap."""
+
+
+class _Capped(io.BytesIO):
+    """A buffer that refuses to grow past ``cap`` bytes, so an encoding far too big for the
+    byte limit stops there instead of filling memory."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        if self.tell() + memoryview(data).nbytes > self.cap:
+            raise _TooBig
+        return super().write(data)
 
 
 class _Dropped(Exception):
@@ -122,12 +142,10 @@ def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool) -> ImageBlo
             f"{len(data):,} bytes {claimed} are not in any known image format; "
             "emit PNG or JPEG bytes instead"
         )
-    label = f"{describe_media_type(true_type)} ({true_type})"
-    if declared and declared != true_type:
-        label = f"{describe_media_type(true_type)} ({true_type}, declared as {declared})"
+    label = budget.label(true_type, declared)
     if true_type in _NEVER_SENT:
         raise _Dropped(f"{label} cannot be sent to the model; {_NEVER_SENT[true_type]}")
-    pillow_formats = _PILLOW_FORMATS.get(true_type)
+    pillow_formats = budget.PILLOW_FORMATS.get(true_type)
     Image.init()
     if not pillow_formats or not all(f in Image.OPEN for f in pillow_formats):
         raise _Dropped(
@@ -145,6 +163,11 @@ def _fit(
     many: bool,
     pillow_formats: tuple[str, ...],
 ) -> ImageBlock:
+    if true_type == WEBP:  # Pillow's WebP plugin allocates the whole canvas as it opens one
+        early = budget.webp_cost(data, label, limits, many)
+        refusal = early.refusal(limits) if early is not None else None
+        if refusal:
+            raise _Dropped(refusal)
     try:
         img = Image.open(io.BytesIO(data), formats=list(pillow_formats))
     except Image.DecompressionBombError:
@@ -160,8 +183,12 @@ def _fit(
         frames = _frame_count(img)
         broken = frames is None  # then only the first frame may be sent, re-encoded
         frames = frames or 2
+        cost = budget.image_cost(img, data, label, limits, many, frames=1 if broken else frames)
+        refusal = cost.refusal(limits)
+        if refusal:
+            raise _Dropped(refusal)
         side_limit = limits.side_limit(many)
-        target = _fit_size(width, height, side_limit, limits)
+        target = budget.fit_size(width, height, side_limit, limits)
         animated = frames > 1 and img.format != "MPO"  # MPO: a JPEG with extra pictures
         keep_animation = animated and true_type == GIF and limits.allow_animated_gif
         keep = (
@@ -171,7 +198,7 @@ def _fit(
             and _base64_len(len(data)) <= limits.max_base64_bytes
             and _plain_mode(img, true_type, data)
             and (true_type != PNG or _png_intact(data))
-            and (not animated or (keep_animation and frames * width * height <= limits.max_pixels))
+            and (not animated or (keep_animation and cost.frames == frames))
         )
         if keep and (not animated or _all_frames_decode(img, frames)):
             _load(img, label)  # the first frame, and every frame for a kept animation
@@ -188,40 +215,37 @@ def _fit(
         if drafted:
             img.draft(img.mode, target)  # decode at 1/2, 1/4 or 1/8 scale: faster, less memory
         _load(img, label)
+        if img.format == "WEBP":  # libwebp's canvases and Pillow's copy: ~4x the pixels
+            img._decoder = img.fp = None  # type: ignore[attr-defined]
         if not drafted and img.size != (width, height):  # ICO: the real size shows on load
             width, height = img.size
             if width * height > limits.max_pixels:
                 raise _bomb(label, (width, height), limits)
-            target = _fit_size(width, height, side_limit, limits)
-        frame, swapped = _upright(img)
-        if swapped:
-            target = (target[1], target[0])
-        return _reencode(frame, target, true_type, label, source, limits)
+            target = budget.fit_size(width, height, side_limit, limits)
+        return _reencode(img, target, _orientation(img), true_type, label, source, limits)
 
 
 def _reencode(
     frame: Image.Image,
     target: tuple[int, int],
+    turn: Image.Transpose | None,
     true_type: str,
     label: str,
     source: str,
     limits: ImageLimits,
 ) -> ImageBlock:
-    """Encode ``frame`` at ``target`` size or smaller until its base64 fits."""
-    frame = _eight_bit(frame)
-    alpha = _has_alpha(frame)
-    if not alpha and frame.mode in ("LA", "RGBA"):
-        frame = frame.convert(frame.mode[:-1])
+    """Encode ``frame`` at ``target`` size (as stored; ``turn`` makes it upright after
+    scaling) or smaller until its base64 fits."""
     png_ok, jpeg_ok = PNG in limits.formats, JPEG in limits.formats
     if not png_ok and not jpeg_ok:
         raise _Dropped(
             f"{label} would have to be converted, but these limits accept neither PNG nor "
             "JPEG; it was not sent"
         )
-    if alpha and not png_ok:  # JPEG only: flatten onto white
-        backdrop = Image.new("RGB", frame.size, "white")
-        backdrop.paste(frame.convert("RGBA"), mask=frame.convert("RGBA").getchannel("A"))
-        frame, alpha = backdrop, False
+    frame = _eight_bit(frame)
+    transparent = budget.has_alpha(frame)
+    flatten = transparent and not png_ok  # JPEG only: flatten onto white
+    alpha = transparent and not flatten
     plans: list[tuple[str, int | None]] = []
     if jpeg_ok and (true_type == JPEG or not png_ok):
         plans += [("JPEG", q) for q in JPEG_QUALITIES]
@@ -232,13 +256,17 @@ def _reencode(
     size = target
     last: dict[tuple[str, int | None], int] = {}  # plan -> encoded bytes at the previous size
     area_ratio = 1.0
+    cap = budget.encode_cap(limits)
     for _ in range(MAX_ROUNDS):
-        scaled = _resize(frame, size)
+        scaled = _finish(budget.resize(frame, size, transparent), transparent, flatten, turn)
         for plan in plans:
             if plan in last and _base64_len(int(last[plan] * area_ratio)) > limits.max_base64_bytes:
                 last[plan] = int(last[plan] * area_ratio)  # predicted still too big: skip it
                 continue
-            encoded = _encode(scaled, *plan)
+            encoded = _encode(scaled, *plan, cap)
+            if encoded is None:  # stopped at the cap: at least that big
+                last[plan] = cap + 1
+                continue
             if _base64_len(len(encoded)) <= limits.max_base64_bytes:
                 return ImageBlock(
                     media_type=PNG if plan[0] == "PNG" else JPEG,
@@ -256,27 +284,13 @@ def _reencode(
             break
         area_ratio = (new_size[0] * new_size[1]) / (size[0] * size[1])
         size = new_size
+    if turn in _SWAPPING:
+        target = (target[1], target[0])
     raise _Dropped(
         f"{label} of {target[0]}x{target[1]} px could not be made to fit "
         f"{limits.max_base64_bytes / 1024 / 1024:.1f} MB (base64) even at {MIN_SIDE} px; "
         "it was not sent. Emit a smaller or simpler image"
     )
-
-
-def _fit_size(width: int, height: int, side_limit: int, limits: ImageLimits) -> tuple[int, int]:
-    """The largest size, aspect kept, within the hard side limit and the default targets."""
-    long_side, short_side = max(width, height), min(width, height)
-    scale = min(1.0, side_limit / long_side)
-    if limits.target_long_side is not None:
-        scale = min(scale, limits.target_long_side / long_side)
-    if limits.target_short_side is not None:
-        scale = min(scale, limits.target_short_side / short_side)
-    if limits.target_megapixels is not None:
-        scale = min(scale, math.sqrt(limits.target_megapixels * 1_000_000 / (width * height)))
-    if scale >= 1.0:
-        return width, height
-    # The epsilon keeps 3000 * (1568 / 3000) at 1568, not 1567.
-    return max(1, math.floor(width * scale + 1e-9)), max(1, math.floor(height * scale + 1e-9))
 
 
 def _frame_count(img: Image.Image) -> int | None:
@@ -352,15 +366,26 @@ def _load(img: Image.Image, label: str) -> None:
         raise _corrupt(label, exc) from None
 
 
-def _upright(img: Image.Image) -> tuple[Image.Image, bool]:
-    """``img`` turned upright per its EXIF orientation, and whether width/height swapped."""
+def _orientation(img: Image.Image) -> Image.Transpose | None:
+    """What turns ``img`` upright per its EXIF orientation (``None``: it is, or bad EXIF)."""
     try:
-        orientation = img.getexif().get(0x0112, 1)
-        if orientation in (2, 3, 4, 5, 6, 7, 8):
-            return ImageOps.exif_transpose(img), orientation in _SWAPPING_ORIENTATIONS
+        return _TRANSPOSE.get(img.getexif().get(0x0112, 1))
     except Exception:  # bad EXIF: keep the pixels as stored
-        pass
-    return img, False
+        return None
+
+
+def _finish(
+    scaled: Image.Image, transparent: bool, flatten: bool, turn: Image.Transpose | None
+) -> Image.Image:
+    """``scaled`` ready to encode: alpha dropped when opaque, flattened onto white when only
+    JPEG is taken, turned upright."""
+    if not transparent and scaled.mode in ("LA", "RGBA"):
+        scaled = scaled.convert(scaled.mode[:-1])
+    elif flatten:
+        rgba = scaled.convert("RGBA")
+        scaled = Image.new("RGB", rgba.size, "white")
+        scaled.paste(rgba, mask=rgba.getchannel("A"))
+    return scaled.transpose(turn) if turn is not None else scaled
 
 
 def _eight_bit(img: Image.Image) -> Image.Image:
@@ -368,13 +393,22 @@ def _eight_bit(img: Image.Image) -> Image.Image:
     mode = img.mode
     if mode in ("L", "LA", "RGB", "RGBA"):
         return img
-    if mode in _SIXTEEN_BIT or mode in ("I", "F"):
-        img = img.convert("I") if mode in _SIXTEEN_BIT else img
-        low, high = img.getextrema()
+    if mode in _SIXTEEN_BIT or mode in ("I", "F"):  # band by band: no full-size 32-bit copy
+
+        def wide(band: Image.Image) -> Image.Image:
+            return band.convert("I") if mode in _SIXTEEN_BIT else band
+
+        low, high = budget.extrema(img, wide)
         if mode == "F" or low < 0 or high > 65535:
             span = (high - low) or 1
-            return img.point(lambda v: (v - low) * 255.0 / span).convert("L")
-        return img.point(lambda v: v / 256.0).convert("L") if high > 255 else img.convert("L")
+            return budget.to_grey(
+                img, lambda band: band.point(lambda v: (v - low) * 255.0 / span).convert("L")
+            )
+        if high > 255:
+            return budget.to_grey(
+                img, lambda band: wide(band).point(lambda v: v / 256.0).convert("L")
+            )
+        return budget.to_grey(img, lambda band: wide(band).convert("L"))
     if mode == "P":
         transparent = "transparency" in img.info or getattr(img.palette, "mode", "") == "RGBA"
         return img.convert("RGBA" if transparent else "RGB")
@@ -385,28 +419,18 @@ def _eight_bit(img: Image.Image) -> Image.Image:
     return img.convert("RGB")  # CMYK, YCbCr, LAB, HSV, RGBX, ...
 
 
-def _has_alpha(img: Image.Image) -> bool:
-    if img.mode not in ("LA", "RGBA"):
-        return False
-    return img.getchannel("A").getextrema() != (255, 255)
-
-
-def _resize(img: Image.Image, size: tuple[int, int]) -> Image.Image:
-    if img.size == size:
-        return img
-    if img.mode in ("LA", "RGBA"):  # premultiply so transparent pixels do not bleed colour
-        premultiplied = "La" if img.mode == "LA" else "RGBa"
-        scaled = img.convert(premultiplied).resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-        return scaled.convert(img.mode)
-    return img.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-
-
-def _encode(img: Image.Image, fmt: str, quality: int | None) -> bytes:
-    buffer = io.BytesIO()
-    if fmt == "PNG":
-        img.save(buffer, "PNG", compress_level=6)
-    else:
-        img.convert("L" if img.mode in ("L", "LA") else "RGB").save(buffer, "JPEG", quality=quality)
+def _encode(img: Image.Image, fmt: str, quality: int | None, cap: int) -> bytes | None:
+    """``img`` encoded; ``None`` if that passes ``cap`` bytes (encoding stops there)."""
+    buffer = _Capped(cap)
+    try:
+        if fmt == "PNG":
+            img.save(buffer, "PNG", compress_level=6)
+        else:
+            if img.mode not in ("L", "RGB"):
+                img = img.convert("L" if img.mode in ("L", "LA") else "RGB")
+            img.save(buffer, "JPEG", quality=quality)
+    except _TooBig:
+        return None
     return buffer.getvalue()
 
 
@@ -415,17 +439,7 @@ def _base64_len(size: int) -> int:
 
 
 def _bomb(label: str, size: tuple[int, int] | None, limits: ImageLimits) -> _Dropped:
-    limit = f"{limits.max_pixels / 1_000_000:g} megapixel safety limit"
-    if size is None:
-        pillow_limit = 2 * (Image.MAX_IMAGE_PIXELS or 0) / 1_000_000
-        what = (
-            f"{label} declares more than {pillow_limit:,.0f} megapixels, Pillow's "
-            "decompression-bomb limit"
-        )
-    else:
-        mp = size[0] * size[1] / 1_000_000
-        what = f"{label} declares {size[0]}x{size[1]} px ({mp:,.1f} megapixels), over the {limit}"
-    return _Dropped(f"{what}; it was not decoded or sent. Emit a smaller image")
+    return _Dropped(budget.pixel_refusal(label, size, limits))
 
 
 def _corrupt(label: str, exc: Exception) -> _Dropped:

@@ -30,6 +30,22 @@ MB = 1024 * 1024
 # this is set to.
 DEFAULT_MAX_PIXELS = 100_000_000
 
+# Decoding budget of one image, in bytes: what decoding and fitting it may take at its peak,
+# estimated from the header before any pixel is decoded (``silica.images.budget``). 192 MiB
+# lets a 7680x4320 RGBA PNG screenshot through (estimated at ~157 MiB fitted for Anthropic,
+# ~172 MiB for OpenAI), while a process that prepares one image peaks at ~36 MB (Python,
+# Pillow) plus at most this, ~240 MB: well under 300 MB.
+DEFAULT_MAX_DECODED_BYTES = 192 * MB
+
+# Images one tool result may hold: the rest are dropped unchecked. 20 is Anthropic's
+# threshold past which a request's images are held to 2000 px a side.
+DEFAULT_MAX_IMAGES_PER_RESULT = 20
+
+# Decoding budget of all the images of one tool result together (the same measure as
+# ``max_decoded_bytes``, summed): twenty 1920x1080 screenshots, or five 8K ones, fit; it
+# bounds the work one result costs to a few seconds.
+DEFAULT_MAX_RESULT_DECODED_BYTES = 1024 * MB
+
 
 @dataclass(frozen=True)
 class ImageLimits:
@@ -41,7 +57,8 @@ class ImageLimits:
 
     ``max_images_per_request`` and ``many_threshold`` are not enforced per image: whoever
     builds a request counts its images, passes ``many=self.is_many(count)`` to
-    ``prepare_image`` and stops at ``max_images_per_request``.
+    ``prepare_image`` and stops at ``max_images_per_request``. ``max_images_per_result`` and
+    ``max_result_decoded_bytes`` are enforced by ``silica.results.pipeline.build_result``.
     """
 
     formats: frozenset[str]
@@ -56,6 +73,15 @@ class ImageLimits:
     """Image count above which ``max_side_many`` applies (``None``: never)."""
     max_pixels: int = DEFAULT_MAX_PIXELS
     """Declared width*height above which an image is refused undecoded (bomb guard)."""
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
+    """Most bytes one image may take to decode and fit, estimated from its header: the
+    pixels of every frame decoded, the decoder's own buffers and the conversion's (bomb
+    guard). An image over it is refused undecoded."""
+    max_images_per_result: int = DEFAULT_MAX_IMAGES_PER_RESULT
+    """Most images one tool result may hold; those past it are dropped unchecked."""
+    max_result_decoded_bytes: int = DEFAULT_MAX_RESULT_DECODED_BYTES
+    """Most bytes, by the measure of ``max_decoded_bytes``, all the images of one tool
+    result may take together; an image that would pass it is dropped undecoded."""
     target_long_side: int | None = None
     """Default downscale of the long side (the provider would scale down anyway)."""
     target_megapixels: float | None = None
@@ -70,7 +96,15 @@ class ImageLimits:
     def __post_init__(self) -> None:
         if not self.formats:
             raise ValueError("ImageLimits.formats must name at least one media type")
-        for name in ("max_base64_bytes", "max_side", "max_side_many", "max_pixels"):
+        for name in (
+            "max_base64_bytes",
+            "max_side",
+            "max_side_many",
+            "max_pixels",
+            "max_decoded_bytes",
+            "max_images_per_result",
+            "max_result_decoded_bytes",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ImageLimits.{name} must be positive")
         for name in (

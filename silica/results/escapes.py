@@ -11,6 +11,7 @@ from __future__ import annotations
 import binascii
 import re
 
+from silica.images.limits import DEFAULT_MAX_DECODED_BYTES
 from silica.images.payload import Extraction, ImagePayload
 
 try:  # a faster decoder, used when it happens to be installed
@@ -20,8 +21,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 # One image's base64 text above this is dropped, unread.
 MAX_BASE64_CHARS = 64 * 1024 * 1024
-# Decompressed (``o=z``) or raw pixel data above this is dropped.
-MAX_DECODED_BYTES = 256 * 1024 * 1024
+# Decompressed (``o=z``) data, or what raw pixels take to turn into PNG, above this is
+# dropped: the default decoding budget of one image (``ImageLimits.max_decoded_bytes``).
+MAX_DECODED_BYTES = DEFAULT_MAX_DECODED_BYTES
 
 ESC = "\x1b"
 BEL = "\x07"

@@ -7,8 +7,8 @@ would, and leaves everything that is not a graphics sequence in the text as it w
 
 from __future__ import annotations
 
+import io
 import re
-import struct
 import unicodedata
 import zlib
 
@@ -113,61 +113,108 @@ class _Transfer:
         self.b64.feed(text, start, end, decoded)
 
     def image(self) -> tuple[bytes, None] | tuple[None, str]:
-        """The image's bytes as PNG, or why there are none."""
+        """The image's bytes as PNG, or why there are none.
+
+        Raw pixels are measured by their declared ``s`` and ``v`` before anything is
+        inflated, and ``o=z`` data is inflated no further than the pixels need (a PNG: no
+        further than an uncompressed transfer could carry, ``_MAX_PNG_BYTES``): a zlib bomb
+        stops there.
+        """
         data = self.b64.finish()
         if data is None:
             return None, self.b64.error or "invalid base64"
-        compression = self.keys.get("o")
-        if compression == "z":
-            try:
-                inflater = zlib.decompressobj()
-                data = inflater.decompress(data, MAX_DECODED_BYTES)
-            except zlib.error:
-                return None, "bad zlib data (o=z)"
-            if inflater.unconsumed_tail:
-                return None, "over 256 MiB once decompressed"
-            if not inflater.eof:
-                return None, "zlib data cut short (o=z)"
-        elif compression:
-            return None, f"unknown compression o={safe(compression, 8)}"
         if not data:
             return None, "no data"
+        compression = self.keys.get("o")
+        if compression and compression != "z":
+            return None, f"unknown compression o={safe(compression, 8)}"
         fmt = self.keys.get("f", "32")
-        if fmt == "100":
-            return data, None
-        if fmt not in ("24", "32"):
+        if fmt not in ("24", "32", "100"):
             return None, f"unknown format f={safe(fmt, 8)}"
-        channels = 3 if fmt == "24" else 4
-        width, height = _int(self.keys.get("s")), _int(self.keys.get("v"))
-        if not width or not height:
-            return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
-        if width * height * channels != len(data):
+        width = height = channels = 0
+        expected = _MAX_PNG_BYTES
+        if fmt != "100":
+            channels = 3 if fmt == "24" else 4
+            width, height = _int(self.keys.get("s")), _int(self.keys.get("v"))
+            if not width or not height:
+                return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
+            cost = _png_cost(width, height, channels)
+            if cost > MAX_DECODED_BYTES:
+                return None, (
+                    f"s={width} v={height} (f={fmt}) would take {cost / _MIB:,.0f} MiB to turn "
+                    f"into PNG, over the {MAX_DECODED_BYTES / _MIB:,.0f} MiB budget; send a "
+                    "smaller image"
+                )
+            expected = width * height * channels
+        if compression == "z":
+            inflated, why = _inflate(data, expected)
+            if inflated is None:
+                if why != "over":
+                    return None, why
+                if fmt == "100":
+                    return None, f"over {_MAX_PNG_BYTES / _MIB:,.0f} MiB once decompressed"
+                return None, (
+                    f"more than {expected} bytes of f={fmt} pixels once decompressed do not "
+                    f"make s={width} v={height}"
+                )
+            data = inflated
+            if not data:
+                return None, "no data"
+        if fmt == "100":
+            return bytes(data), None
+        if len(data) != expected:
             return None, f"{len(data)} bytes of f={fmt} pixels do not make s={width} v={height}"
         return _png(data, width, height, channels), None
 
 
-def _png(pixels: bytes, width: int, height: int, channels: int) -> bytes:
-    """Raw 8-bit RGB (3 channels) or RGBA (4) pixels, row after row, as PNG bytes."""
-    stride = width * channels
-    rows = bytearray((stride + 1) * height)  # each row: filter byte 0, then its pixels
-    view = memoryview(pixels)
-    for y in range(height):
-        at = y * (stride + 1) + 1
-        rows[at : at + stride] = view[y * stride : (y + 1) * stride]
+_MIB = 1024 * 1024
+# A PNG inflated from o=z may be no larger than one sent as it is could be.
+_MAX_PNG_BYTES = MAX_BASE64_CHARS * 3 // 4
 
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(kind + body)
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 2 if channels == 3 else 6, 0, 0, 0)
-    return b"".join(
-        (
-            b"\x89PNG\r\n\x1a\n",
-            chunk(b"IHDR", header),
-            chunk(b"IDAT", zlib.compress(rows, 6)),
-            chunk(b"IEND", b""),
-        )
-    )
+def _inflate(data: bytes, limit: int) -> tuple[bytes | bytearray, None] | tuple[None, str]:
+    """``data`` inflated, or why not (``"over"``: past ``limit`` bytes, where it stopped).
+
+    Inflates 1 MiB at a time into one growing buffer: never past ``limit`` + 1 byte, and with
+    no second copy of it (one ``decompress`` call joins its pieces at the end, doubling them).
+    """
+    inflater, out, pending = zlib.decompressobj(), bytearray(), data
+    try:
+        while True:
+            piece = inflater.decompress(pending, min(1 << 20, limit + 1 - len(out)))
+            out += piece
+            if len(out) > limit:
+                return None, "over"
+            pending = inflater.unconsumed_tail
+            if inflater.eof or not (piece or pending):
+                break
+    except zlib.error:
+        return None, "bad zlib data (o=z)"
+    if not inflater.eof:
+        return None, "zlib data cut short (o=z)"
+    return out, None
+
+
+def _png_cost(width: int, height: int, channels: int) -> int:
+    """Bytes turning raw pixels into PNG may hold at once: the pixels, Pillow's image of
+    them (4 bytes a pixel; RGBA shares the pixels' buffer) and a PNG up to their size."""
+    pixels = width * height
+    return pixels * channels * 2 + (pixels * 4 if channels == 3 else 0)
+
+
+def _png(pixels: bytes | bytearray, width: int, height: int, channels: int) -> bytes:
+    """Raw 8-bit RGB (3 channels) or RGBA (4) pixels, row after row, as PNG bytes.
+
+    One Pillow call over the whole buffer, no loop per row: time and memory in proportion
+    to the pixels (see ``_png_cost``).
+    """
+    from PIL import Image  # only when there are raw pixels: listing tools needs no Pillow
+
+    mode = "RGB" if channels == 3 else "RGBA"
+    image = Image.frombuffer(mode, (width, height), pixels, "raw", mode, 0, 1)
+    out = io.BytesIO()
+    image.save(out, "PNG", compress_level=6)
+    return out.getvalue()
 
 
 class _Kitty(StreamExtractor):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pluggy
 
 from silica.blocks import Block, TextBlock, ToolResult
-from silica.images.limits import ANTHROPIC, ImageLimits
+from silica.images.limits import ANTHROPIC, MB, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.tools.model import RawOutput
 
@@ -40,11 +41,12 @@ def result_processors(pm: pluggy.PluginManager) -> list[ResultProcessor]:
 
 
 def build_result(raw: RawOutput, pm: pluggy.PluginManager,
-                 limits: ImageLimits = ANTHROPIC) -> ToolResult:
+                 limits: ImageLimits = ANTHROPIC, deadline: float | None = None) -> ToolResult:
     """Run the processors over ``raw.stdout``; images go through ``silica_prepare_image``,
-    fitted to ``limits``.
+    fitted to ``limits``, within the result's budget (see ``prepare_images``).
 
-    A non-zero exit, a timeout or cut output is reported in a final text block. A processor
+    ``deadline``: a ``time.monotonic()`` value past which no further image is prepared. A
+    non-zero exit, a timeout or cut output is reported in a final text block. A processor
     that raises is reported and skipped: the text stays as it was before it ran.
     """
     draft = ResultDraft(text=raw.stdout.decode("utf-8", errors="replace"))
@@ -59,13 +61,80 @@ def build_result(raw: RawOutput, pm: pluggy.PluginManager,
     blocks: list[Block] = []
     if draft.text.strip():
         blocks.append(TextBlock(text=draft.text))
-    for payload in draft.images:
-        block = pm.hook.silica_prepare_image(payload=payload, limits=limits)
-        if block is not None:
-            blocks.append(block)
+    blocks.extend(prepare_images(draft.images, pm, limits, deadline))
     notes.extend(raw.problems())
     if notes:
         blocks.append(TextBlock(text="\n".join(notes)))
     if not blocks:
         blocks.append(TextBlock(text="(the tool printed nothing)"))
     return ToolResult(blocks=blocks, is_error=raw.failed)
+
+
+def prepare_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
+                   limits: ImageLimits = ANTHROPIC,
+                   deadline: float | None = None) -> list[Block]:
+    """Each payload through ``silica_prepare_image``, in order, within one result's budget.
+
+    Before an image is handed on, its header is read (``silica.images.budget.inspect``); no
+    pixel is decoded here. An image is dropped, undecoded, with a notice starting
+    ``[image dropped:`` in its place:
+
+    - when ``deadline`` (``time.monotonic()``) has passed: it and all after it, in one notice;
+    - past ``limits.max_images_per_result``: all after it, in one notice;
+    - when it alone is over ``limits.max_pixels`` or ``limits.max_decoded_bytes``: its own
+      notice, the one ``prepare_image`` gives (so no plugin ever decodes it);
+    - when it would take the images prepared so far past ``limits.max_result_decoded_bytes``:
+      one notice, where the first such image was, counts them all; a smaller one after it
+      may still fit.
+
+    Never returns base64 text; never raises for an image (a plugin's own error aside).
+    """
+    if not payloads:
+        return []
+    from silica.images import budget  # Pillow is imported only when there are images
+
+    blocks: list[Block | None] = []
+    spent, over, over_at = 0, 0, -1
+    for index, payload in enumerate(payloads):
+        left = len(payloads) - index
+        if deadline is not None and time.monotonic() >= deadline:
+            blocks.append(_notice(
+                f"the call's time ran out while checking images; {_images(left)} not checked "
+                "or sent. Have the tool emit fewer or smaller images, or give it more time"))
+            break
+        if index >= limits.max_images_per_result:
+            blocks.append(_notice(
+                f"this result holds {len(payloads)} images, over the limit of "
+                f"{limits.max_images_per_result} per result (max_images_per_result); the last "
+                f"{_images(left)} not checked or sent. Have the tool emit fewer images"))
+            break
+        cost = budget.inspect(payload, limits)
+        refusal = cost.refusal(limits) if cost is not None else None
+        if refusal:
+            blocks.append(_notice(refusal))
+            continue
+        weight = cost.bytes if cost is not None else 0
+        if spent + weight > limits.max_result_decoded_bytes:
+            over += 1
+            if over_at < 0:
+                over_at = len(blocks)
+                blocks.append(None)  # the notice, once it is known how many it counts
+            continue
+        spent += weight
+        block = pm.hook.silica_prepare_image(payload=payload, limits=limits)
+        if block is not None:
+            blocks.append(block)
+    if over:
+        blocks[over_at] = _notice(
+            f"{_images(over)} not decoded or sent: with the images before, this result would "
+            f"take over {limits.max_result_decoded_bytes / MB:,.0f} MiB to decode "
+            "(max_result_decoded_bytes). Have the tool emit fewer or smaller images")
+    return [block for block in blocks if block is not None]
+
+
+def _notice(text: str) -> TextBlock:
+    return TextBlock(text=f"[image dropped: {text}]")
+
+
+def _images(count: int) -> str:
+    return "1 image was" if count == 1 else f"{count} images were"
