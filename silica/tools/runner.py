@@ -1,17 +1,22 @@
-"""Running a tool process: bounded output, a timeout that stops the whole process group.
+"""Running a tool process: bounded output, a timeout that stops every process it started.
 
-Every tool process starts in a session of its own, so that a timeout, an output flood or
-the end of the call can stop the tool together with everything it spawned (``uv`` starts
-Python as a child; tools start their own children). What a tool leaves running after it
-exits is stopped too: a call's processes never outlive the call.
+On Linux every tool process runs under ``reaper.py``, a small wrapper that is a child
+subreaper: whatever the tool starts stays below it, even a process that calls ``setsid()`` or
+double-forks, and the wrapper SIGKILLs all of it when the tool exits or when it is told to
+stop (timeout, output flood, end or cancellation of the call). The wrapper also starts in a
+session of its own, and the whole process group is SIGKILLed at the end of every call as a
+fallback; elsewhere that group kill is all there is, so there a process that leaves the group
+(``setsid``, ``setpgid``) can outlive the call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +24,8 @@ from silica.tools.model import DEFAULT_STDERR_CAP, DEFAULT_STDOUT_CAP, RawOutput
 
 _READ_SIZE = 256 * 1024
 _DRAIN_GRACE = 0.5  # seconds to wait for pipes after the group is stopped
+_STOP_GRACE = 2.0  # seconds the reaper gets to end the tree before the group kill
+_REAPER = Path(__file__).with_name("reaper.py")
 
 
 async def run_process(
@@ -35,22 +42,55 @@ async def run_process(
     stdout is kept up to ``stdout_cap`` bytes; past it the process is stopped and the result
     says so. stderr keeps its last ``stderr_cap`` bytes. Never raises for a failure of the
     program itself: a missing executable or an unusable ``cwd`` is reported in ``error``.
+
+    When it returns (or is cancelled), nothing ``argv`` started is left running: on Linux
+    not even a process that called ``setsid()`` or double-forked; elsewhere, whatever stayed
+    in the process group. ``exit_code`` is ``argv``'s own, negative for a signal (``-9`` when
+    it was stopped), as if it had been run directly.
     """
     started = time.perf_counter()
+    reaper = _reaper_command()
+    status_r = status_w = -1
+    command = argv
+    if reaper:
+        # The reaper reports on this pipe when it could not start argv (argv never ran).
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_r, False)
+        command = [*reaper, "--status-fd", str(status_w), "--parent", str(os.getpid()),
+                   "--", *argv]
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=cwd,
             start_new_session=True,
+            pass_fds=(status_w,) if reaper else (),
         )
     except OSError as exc:
+        _close(status_r)
         return RawOutput(b"", b"", None, time.perf_counter() - started,
                          error=f"could not start {argv[0]}: {exc.strerror or exc}")
+    finally:
+        _close(status_w)
+    try:
+        raw = await _collect(proc, bool(reaper), timeout, stdout_cap, stderr_cap)
+        spawn_errno = _read_status(status_r)
+    finally:
+        _close(status_r)
+    raw.duration = time.perf_counter() - started
+    if spawn_errno is not None:
+        return RawOutput(b"", b"", None, raw.duration,
+                         error=f"could not start {argv[0]}: {os.strerror(spawn_errno)}")
+    return raw
 
+
+async def _collect(proc: asyncio.subprocess.Process, reaper: bool, timeout: float,
+                   stdout_cap: int, stderr_cap: int) -> RawOutput:
+    """Read the process's output until it exits, times out or floods; then stop everything
+    it started."""
     out = _HeadBuffer(stdout_cap)
     err = _TailBuffer(stderr_cap)
     capped = asyncio.Event()
@@ -62,8 +102,9 @@ async def run_process(
     watchers = {
         asyncio.create_task(capped.wait()),
         # Pipes close when the tool exits, unless a child it left behind still holds them:
-        # so the exit itself is watched too.
-        asyncio.ensure_future(asyncio.gather(*readers)),
+        # so the exit itself is watched too. (wait, not gather: cancelling this watcher must
+        # leave the readers to drain what is still in the pipes.)
+        asyncio.create_task(asyncio.wait(readers)),
         asyncio.create_task(_exit_of(proc)),
     }
     timed_out = False
@@ -79,8 +120,16 @@ async def run_process(
             except TimeoutError:
                 timed_out = True
     finally:
-        # Stop whatever is left of the tool's process group, whatever happened.
-        _kill_group(proc.pid)
+        try:
+            if reaper and proc.returncode is None:
+                # Only the reaper can find what left the process group (setsid, double fork).
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), _STOP_GRACE)
+        finally:
+            # Stop whatever is left of the tool's process group, whatever happened.
+            _kill_group(proc.pid)
         for task in watchers:
             task.cancel()
         with contextlib.suppress(asyncio.TimeoutError):
@@ -97,7 +146,7 @@ async def run_process(
         stdout=out.value(),
         stderr=err.value(),
         exit_code=proc.returncode,
-        duration=time.perf_counter() - started,
+        duration=0.0,  # run_process sets it
         timed_out=timed_out,
         timeout=timeout,
         stdout_cut=out.cut,
@@ -109,6 +158,32 @@ async def _exit_of(proc: asyncio.subprocess.Process) -> None:
     """Resolve once the process itself has exited, even while its pipes are still open."""
     while proc.returncode is None:
         await asyncio.sleep(0.05)
+
+
+@functools.cache
+def _reaper_command() -> tuple[str, ...]:
+    """How to start ``reaper.py``; empty where it cannot help (no subreaper outside Linux)
+    or cannot run."""
+    if not sys.platform.startswith("linux") or not sys.executable or not _REAPER.is_file():
+        return ()
+    # -I -S: no site, no user paths, no environment: it starts in a few milliseconds.
+    return (sys.executable, "-I", "-S", str(_REAPER))
+
+
+def _read_status(fd: int) -> int | None:
+    """The errno the reaper wrote when it could not start the command, if it did."""
+    if fd < 0:
+        return None
+    try:
+        data = os.read(fd, 32)
+    except OSError:  # BlockingIOError: the reaper is still running, so it did start argv
+        return None
+    return int(data) if data.strip().isdigit() else None
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
 
 
 def _kill_group(pid: int) -> None:
