@@ -275,3 +275,56 @@ def test_the_builtin_run_reads_in_the_context_workdir(project, tmp_path):
     context = ToolContext(workdir=other)
     result = asyncio.run(READ_FILE.run({"path": "a.txt"}, context))
     assert result.text == "     1\tfrom other"
+
+
+# -- bounded work ------------------------------------------------------------------------
+
+
+def test_lines_left_are_counted_only_when_cheap(project, monkeypatch):
+    from silica.tools import read_file as module
+
+    lines_file(project, count=1000)
+    monkeypatch.setattr(module, "COUNT_BYTES", 100)  # the rest of the file is "too big"
+    text = read_file("notes.txt", project, offset=3, limit=4).text
+    assert text.splitlines()[-1] == '[... more lines follow: read_file("notes.txt", offset=7)]'
+    # Near the end the rest fits the budget again, and the total comes back.
+    text = read_file("notes.txt", project, offset=990, limit=4).text
+    assert text.splitlines()[-1] == '[... 7 more lines: read_file("notes.txt", offset=994)]'
+
+
+def test_hints_without_totals_still_read_every_line_once(project, monkeypatch):
+    from silica.tools import read_file as module
+
+    monkeypatch.setattr(module, "COUNT_BYTES", 50)
+    lines = [f"line {i} " + "x" * (i % 7 * 40) for i in range(1, 120)]
+    lines[40] = "y" * 2000  # over the cap: its start only, then on to the next line
+    (project / "f.txt").write_text("".join(line + "\n" for line in lines))
+    got: list[str] = []
+    offset = 1
+    while True:
+        page = read_file("f.txt", project, ReadFileSettings(max_text_bytes=600),
+                         offset=offset, limit=9).text
+        assert len(page.encode()) <= 600
+        *entries, last = page.split("\n")
+        hint = re.fullmatch(r'\[\.\.\. (?:more lines (?:may )?follow|\d+ more lines?): '
+                            r'read_file\("f.txt", offset=(\d+)\)\]', last)
+        for entry in entries if hint else [*entries, last]:
+            if entry and entry[0] != "[":
+                number, _, text = entry.partition("\t")
+                assert int(number) == len(got) + 1
+                got.append(text)
+        if not hint:
+            break
+        offset = int(hint[1])
+    assert got[:40] == lines[:40] and got[41:] == lines[41:]
+    assert lines[40].startswith(got[40]) and len(got[40]) < 600
+
+
+def test_an_offset_too_far_into_a_big_file_suggests_a_shell_tool(project, monkeypatch):
+    from silica.tools import read_file as module
+
+    lines_file(project, count=1000)
+    monkeypatch.setattr(module, "SKIP_BYTES", 1000)  # reached after about 110 lines
+    assert read_file("notes.txt", project, offset=100).text.startswith("   100\tline 100")
+    far = read_file("notes.txt", project, offset=500)
+    assert far.is_error and "past the first" in far.text and "tail -n +500" in far.text

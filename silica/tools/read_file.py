@@ -5,9 +5,13 @@ What a file is comes from its bytes, not its name: an image (by magic bytes) com
 ``silica_prepare_image``; anything with a NUL byte near its start is binary and not shown;
 everything else is text, numbered like ``cat -n``. Paths are relative to the workspace (the
 Toolbox's working directory), and nothing outside it is read unless the settings allow it
-(``read_file.allow_outside_workspace``, ``read_file.allowed_paths``). Only regular files are
-opened, non-blocking, so a FIFO or a device can never hang the host. Every problem is an
-error result that says what to do; nothing here raises.
+(``read_file.allow_outside_workspace``, ``read_file.allowed_paths``); the file is opened by
+descriptor from the workspace (``silica.tools.safe_open``), so a path changed during the call
+cannot lead outside. Only regular files are opened for reading, non-blocking, so a FIFO or a
+device can never hang the host. The work is bounded whatever the file's size: a page reads
+its own lines, reaching ``offset`` scans at most ``SKIP_BYTES``, and the lines left are
+counted only within ``COUNT_BYTES``. Every problem is an error result that says what to do;
+nothing here raises.
 """
 
 from __future__ import annotations
@@ -15,22 +19,25 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult
 from silica.config import ReadFileSettings
 from silica.images.sniff import describe_media_type, sniff_media_type
 from silica.tools.builtin import BuiltinTool, ToolContext
+from silica.tools.safe_open import NotRegular, OutsideRoots, open_regular
 
 DEFAULT_LIMIT = 2000
 SNIFF_BYTES = 8192  # a NUL byte in these marks a binary file (as git decides)
 _NOT_SEEN = {"image/svg+xml", "application/pdf"}  # sniffed, but no model sees them as images
 _BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
          (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
-_MAX_WIDE_TEXT = 64 * 1024 * 1024  # UTF-16/32 files are decoded whole, up to this size
+_MAX_WIDE_TEXT = 16 * 1024 * 1024  # UTF-16/32 files are decoded whole, up to this size
+SKIP_BYTES = 256 * 1024 * 1024  # the farthest into a file `offset` can reach
+COUNT_BYTES = 16 * 1024 * 1024  # lines left after a page are counted only within this
+_CHUNK = 1024 * 1024
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"))
@@ -124,54 +131,37 @@ def _int_arg(arguments: dict[str, Any], name: str, default: int) -> int:
 # -- where -------------------------------------------------------------------------------
 
 
-def _resolve(path: str, workdir: Path, settings: ReadFileSettings) -> Path:
-    """The real path (symlinks followed) of ``path``, if reading it is allowed."""
-    workspace = Path(os.path.realpath(workdir))
-    real = Path(os.path.realpath(workspace / Path(path).expanduser()))
-    if settings.allow_outside_workspace or real.is_relative_to(workspace):
-        return real
-    for allowed in settings.allowed_paths:
-        if real.is_relative_to(os.path.realpath(workspace / allowed.expanduser())):
-            return real
-    shown = path if str(real) == path else f"{path} (which resolves to {real})"
-    raise _Refused(
-        f"{shown} is outside the workspace {workspace}, so it was not read. Read files inside "
-        "the workspace; to allow this one, add its folder to read_file.allowed_paths, or set "
-        "read_file.allow_outside_workspace = true, in silica's config.toml")
-
-
-def _open_regular(path: str, real: Path) -> tuple[int, os.stat_result]:
-    """A read-only descriptor of the regular file at ``real``, and its ``fstat``."""
+def _open(path: str, workdir: Path, settings: ReadFileSettings) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``path`` names, if reading it is allowed,
+    and its ``fstat``: opened beneath the workspace (or an allowed root) with no window
+    between the check and the open (see ``silica.tools.safe_open``)."""
+    workspace = os.path.realpath(workdir)
+    roots = [workspace, *(os.path.realpath(os.path.join(workspace, allowed.expanduser()))
+                          for allowed in settings.allowed_paths)]
+    if settings.allow_outside_workspace:
+        roots.append("/")
     try:
-        before = os.stat(real)
+        return open_regular(os.path.expanduser(path), workspace, roots)
+    except OutsideRoots as exc:
+        shown = path if exc.resolved == path else f"{path} (which resolves to {exc.resolved})"
+        raise _Refused(
+            f"{shown} is outside the workspace {workspace}, so it was not read. Read files "
+            "inside the workspace; to allow this one, add its folder to "
+            "read_file.allowed_paths, or set read_file.allow_outside_workspace = true, in "
+            "silica's config.toml") from None
+    except NotRegular as exc:
+        kind = next((name for test, name in _KINDS if test(exc.st.st_mode)),
+                    "not a regular file")
+        hint = "; list its files with a shell tool instead" if stat.S_ISDIR(exc.st.st_mode) \
+            else ""
+        raise _Refused(f"{path} is {kind}, not a regular file, so it was not read{hint}") \
+            from None
     except FileNotFoundError:
         raise _Refused(f"{path} does not exist; check the path (relative paths start at "
                        "the workspace)") from None
     except NotADirectoryError:
         raise _Refused(f"{path} does not exist: a part of the path is a file, "
                        "not a folder") from None
-    _require_regular(path, before)
-    # O_NONBLOCK: should the path become a FIFO after the check, open() still returns.
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | \
-        getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(real, flags)
-    try:
-        after = os.fstat(fd)
-        _require_regular(path, after)
-        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-            raise _Refused(f"{path} changed while it was being opened; try again")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, after
-
-
-def _require_regular(path: str, st: os.stat_result) -> None:
-    if stat.S_ISREG(st.st_mode):
-        return
-    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-    hint = "; list its files with a shell tool instead" if stat.S_ISDIR(st.st_mode) else ""
-    raise _Refused(f"{path} is {kind}, not a regular file, so it was not read{hint}")
 
 
 # -- what --------------------------------------------------------------------------------
@@ -186,8 +176,7 @@ class _Page:
 
 def _read(path: str, workdir: Path, settings: ReadFileSettings, offset: int,
           limit: int) -> ToolResult:
-    real = _resolve(path, workdir, settings)
-    fd, st = _open_regular(path, real)
+    fd, st = _open(path, workdir, settings)
     with open(fd, "rb", closefd=True) as f:
         head = f.read(SNIFF_BYTES)
         kind = _image_type(head)
@@ -244,82 +233,175 @@ def _image(path: str, f: IO[bytes], media_type: str, size: int, max_bytes: int) 
 
 
 def _text(path: str, f: IO[bytes], encoding: str, page: _Page, note: str = "") -> ToolResult:
-    lines = _lines(f, page.max_bytes) if encoding == "utf-8" else _wide_lines(f, encoding)
-    hint_room = len(json.dumps(path)) + 64  # the read-on line fits in the cap too
+    """The page of numbered lines ``page`` asks for, reading only that much of the file:
+    the lines before ``offset`` are skipped within ``SKIP_BYTES``, the lines after the page
+    are counted only if they end within ``COUNT_BYTES`` (otherwise the hint has no total)."""
+    src: _Lines = _Utf8Lines(f, page.max_bytes) if encoding == "utf-8" else \
+        _WideLines(f, encoding)
+    hint_room = len(json.dumps(path)) + 96  # the read-on line fits in the cap too
     budget = max(page.max_bytes - hint_room, page.max_bytes // 2)
+    skipped, ended = src.skip(page.offset - 1)
+    if skipped < page.offset - 1:
+        if ended and skipped == 0:
+            return ToolResult(blocks=[TextBlock(text=note + f"({path} is empty)")])
+        if ended:
+            raise _Refused(f"offset {page.offset} is past the end of {path}, which has "
+                           f"{_lines_word(skipped)}; use an offset from 1 to {skipped}")
+        raise _Refused(
+            f"offset {page.offset} is past the first {src.reach} of {path} ({skipped:,} "
+            "lines), which is as far into a file as read_file looks; read further with a "
+            f"shell tool (e.g. tail -n +{page.offset})")
     out: list[str] = [note] if note else []
     used = len(note.encode())
-    number = shown = 0
-    next_line: int | None = None
-    for number, (raw, cut) in enumerate(lines, 1):
-        if number < page.offset:
-            continue
-        if shown == page.limit:
-            next_line = number
-            break
-        text = raw.decode("utf-8", errors="replace").rstrip("\n").removesuffix("\r")
-        entry = f"{number:>6}\t{text}\n"
-        size = len(entry.encode())
-        if cut or used + size > budget:
-            if shown:  # it starts the next page
-                next_line = number
+    number, shown, hint = page.offset - 1, 0, ""
+    while (item := src.next()) is not None:
+        raw, complete = item
+        number += 1
+        if shown < page.limit:
+            text = raw.decode("utf-8", errors="replace").rstrip("\n").removesuffix("\r")
+            entry = f"{number:>6}\t{text}\n"
+            size = len(entry.encode())
+            if complete and used + size <= budget:
+                out.append(entry)
+                used += size
+                shown += 1
+                continue
+            if not shown:  # one line alone over the cap: its start, then read on after it
+                marker = f"\n[line {number} is longer than the {page.max_bytes:,}-byte " \
+                         "cap; only its start is shown]\n"
+                room = max(0, budget - used - len(marker))
+                out.append(entry.encode()[:room].decode("utf-8", errors="ignore") + marker)
+                hint = _read_on(path, number + 1, src.after(complete), known_more=False)
                 break
-            # One line alone over the cap: show its start, say so, read on after it.
-            marker = f"\n[line {number} is longer than the {page.max_bytes:,}-byte cap; " \
-                     "only its start is shown]\n"
-            room = max(0, budget - used - len(marker))
-            out.append(entry.encode()[:room].decode("utf-8", errors="ignore") + marker)
-            next_line = number + 1
-            break
-        out.append(entry)
-        used += size
-        shown += 1
-    if next_line is None:
+        after = src.after(complete)  # this line starts the next page
+        hint = _read_on(path, number, None if after is None else after + 1, known_more=True)
+        break
+    else:
         if number == 0:
             return ToolResult(blocks=[TextBlock(text=note + f"({path} is empty)")])
         if shown == 0:
             raise _Refused(f"offset {page.offset} is past the end of {path}, which has "
-                           f"{number} line{'s' if number != 1 else ''}; use an offset from "
-                           f"1 to {number}")
-    else:
-        # Lines after the last one shown: the one read but not shown, then the unread rest.
-        rest = _count_lines(f) if encoding == "utf-8" else sum(1 for _ in lines)
-        more = (next_line == number) + rest
-        if more:
-            out.append(f"[... {more:,} more line{'s' if more != 1 else ''}: "
-                       f"read_file({json.dumps(path)}, offset={next_line})]")
-    return ToolResult(blocks=[TextBlock(text="".join(out).rstrip("\n"))])
+                           f"{_lines_word(number)}; use an offset from 1 to {number}")
+        if not src.whole:
+            hint = (f"[... {path} goes on past the first {src.reach}, which is as far as "
+                    "read_file reads; read the rest with a shell tool]")
+    return ToolResult(blocks=[TextBlock(text=("".join(out) + hint).rstrip("\n"))])
 
 
-def _count_lines(f: IO[bytes]) -> int:
-    """Lines from the file position to the end, counted a megabyte at a time."""
-    count, last = 0, b"\n"
-    while chunk := f.read(1024 * 1024):
-        count += chunk.count(b"\n")
-        last = chunk[-1:]
-    return count + (last != b"\n")
+def _lines_word(count: int) -> str:
+    return f"{count:,} line{'s' if count != 1 else ''}"
 
 
-def _lines(f: IO[bytes], cap: int) -> Iterator[tuple[bytes, bool]]:
-    """Each line's first ``cap`` bytes and whether it was longer; memory stays bounded
-    whatever the line lengths."""
-    chunk = 1024 * 1024
-    while True:
-        line = f.readline(cap + 1)
+def _read_on(path: str, offset: int, more: int | None, *, known_more: bool) -> str:
+    """The last line of a page: how many lines are left (when that was cheap to count)
+    and the call that reads on."""
+    call = f"read_file({json.dumps(path)}, offset={offset})"
+    if more is None:
+        return f"[... more lines {'follow' if known_more else 'may follow'}: {call}]"
+    return f"[... {_lines_word(more).replace(' line', ' more line')}: {call}]" if more else ""
+
+
+class _Lines(Protocol):
+    """A file's lines as UTF-8, read forward with bounded work."""
+
+    whole: bool  # False when lines past ``reach`` exist but are never given
+
+    @property
+    def reach(self) -> str:
+        """How far into the file lines are looked for, in words."""
+
+    def skip(self, count: int) -> tuple[int, bool]:
+        """Skip up to ``count`` lines: how many were, and whether the file ended."""
+
+    def next(self) -> tuple[bytes, bool] | None:
+        """The next line (at most the cap in bytes) and whether that was all of it."""
+
+    def after(self, complete: bool) -> int | None:
+        """Lines after the one just read (``complete``: read to its end); ``None`` when
+        counting them would take more than ``COUNT_BYTES``."""
+
+
+class _Utf8Lines:
+    """Lines read with ``readline(cap + 1)``: memory and work stay bounded whatever the
+    line lengths and the file size."""
+
+    whole = True
+
+    @property
+    def reach(self) -> str:
+        return f"{SKIP_BYTES // 2**20} MiB" if SKIP_BYTES >= 2**20 else f"{SKIP_BYTES:,} bytes"
+
+    def __init__(self, f: IO[bytes], cap: int) -> None:
+        self.f, self.cap = f, cap
+
+    def skip(self, count: int) -> tuple[int, bool]:
+        skipped = scanned = 0
+        partial = False  # bytes after the last newline: a last line with no newline
+        while skipped < count:
+            if scanned >= SKIP_BYTES:
+                return skipped, False
+            chunk = self.f.read(min(_CHUNK, SKIP_BYTES - scanned))
+            if not chunk:
+                return skipped + partial, True
+            newlines = chunk.count(b"\n")
+            if skipped + newlines >= count:  # stop just after the last line skipped
+                pos = -1
+                for _ in range(count - skipped):
+                    pos = chunk.index(b"\n", pos + 1)
+                self.f.seek(pos + 1 - len(chunk), os.SEEK_CUR)
+                return count, False
+            skipped += newlines
+            scanned += len(chunk)
+            partial = not chunk.endswith(b"\n")
+        return skipped, False
+
+    def next(self) -> tuple[bytes, bool] | None:
+        line = self.f.readline(self.cap + 1)
         if not line:
-            return
-        if len(line) <= cap or line.endswith(b"\n"):
-            yield line, False
-            continue
-        tail = line
-        while tail and not tail.endswith(b"\n"):  # skip the rest of an over-long line
-            tail = f.readline(chunk)
-        yield line[:cap], True
+            return None
+        if len(line) <= self.cap or line.endswith(b"\n"):
+            return line, True
+        return line[:self.cap], False
+
+    def after(self, complete: bool) -> int | None:
+        newlines = scanned = 0
+        last = b"\n"
+        while True:
+            room = COUNT_BYTES - scanned
+            chunk = self.f.read(min(_CHUNK, room) if room > 0 else 1)
+            if not chunk:
+                lines = newlines + (last != b"\n")
+                # Mid-line, the first line counted is the rest of the line just read.
+                return lines if complete else max(0, lines - 1)
+            if room <= 0:
+                return None
+            newlines += chunk.count(b"\n")
+            scanned += len(chunk)
+            last = chunk[-1:]
 
 
-def _wide_lines(f: IO[bytes], encoding: str) -> Iterator[tuple[bytes, bool]]:
-    """Lines of a UTF-16/32 text (decoded whole, up to a bound), re-encoded as UTF-8."""
-    data = f.read(_MAX_WIDE_TEXT)
-    text = data.decode(encoding, errors="replace")
-    for line in text.splitlines(keepends=True):
-        yield line.encode("utf-8"), False
+class _WideLines:
+    """Lines of a UTF-16/32 text, decoded whole up to ``_MAX_WIDE_TEXT`` bytes."""
+
+    reach = f"{_MAX_WIDE_TEXT // 2**20} MiB (of a UTF-16/32 file)"
+
+    def __init__(self, f: IO[bytes], encoding: str) -> None:
+        data = f.read(_MAX_WIDE_TEXT + 1)
+        self.whole = len(data) <= _MAX_WIDE_TEXT
+        text = data[:_MAX_WIDE_TEXT].decode(encoding, errors="replace")
+        self.lines = text.splitlines(keepends=True)
+        self.at = 0
+
+    def skip(self, count: int) -> tuple[int, bool]:
+        skipped = min(count, len(self.lines))
+        self.at = skipped
+        return skipped, self.whole
+
+    def next(self) -> tuple[bytes, bool] | None:
+        if self.at >= len(self.lines):
+            return None
+        self.at += 1
+        return self.lines[self.at - 1].encode("utf-8"), True
+
+    def after(self, complete: bool) -> int | None:
+        return len(self.lines) - self.at if self.whole else None
