@@ -31,7 +31,8 @@ from pathlib import Path
 from common import REPO, Row, console, med, note, report, temporary_folder
 from common import ms as _ms
 
-from silica.tools.discovery import DiscoveryOptions, tool_env
+from silica.tools.discovery import DiscoveryOptions
+from silica.tools.environment import tool_env
 from silica.tools.helper import HELPER_NAME, helper_source
 from silica.tools.toolbox import Toolbox
 from silica.tools.uvbin import find_uv

@@ -3,6 +3,7 @@
     provider = "anthropic"          # anthropic, openai, ollama, or a plugin's provider
     model = "claude-sonnet-4-5"
     vision = true                   # omit to use the model table
+    max_result_chars = 100000       # of a tool result's text, for the model (head and tail)
 
     [aging]
     full_turns = 1                  # turns whose images are sent at full size
@@ -14,7 +15,10 @@
 
     [tools]
     timeout = 60
-    env_withhold = ["*_TOKEN"]
+    env_withhold = ["DEPLOY_*"]     # withheld on top of the secrets no tool ever sees
+    allow_shadow_builtins = false   # true: a tool file may replace a built-in tool
+    [tools.env_grant]               # secrets a tool may see (see silica.security.env)
+    weather = ["OPENWEATHER_KEY"]
 
     [mcp]
     timeout = 60                    # seconds for a server to start and answer one request
@@ -33,17 +37,31 @@ problem.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from silica.errors import SilicaError
 from silica.paths import silica_home
 
 CONFIG_NAME = "config.toml"
+# Upper bounds: a value past them is a typo or an attack, and would overflow where used.
+_MIB = 1024 * 1024
+_GIB = 1024 * _MIB
+_MAX_SECONDS = 7 * 24 * 3600.0
+_MAX_COUNT = 10_000
+_GRANT_NAME = re.compile(r"^[A-Za-z0-9_*?\[\]!]{1,128}$")
 
 
 class ConfigError(SilicaError):
@@ -51,7 +69,8 @@ class ConfigError(SilicaError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf and nan would pass "gt=0" and then overflow where the value is used
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ImageOverrides(_Section):
@@ -63,6 +82,11 @@ class ImageOverrides(_Section):
     target_long_side: int | None = Field(default=None, gt=0)
     target_megapixels: float | None = Field(default=None, gt=0)
     max_images_per_request: int | None = Field(default=None, gt=0)
+    # The budgets against decompression bombs (see silica.images.limits); capped at 64 GiB
+    # and 10,000 images, past which a value is a typo.
+    max_decoded_bytes: int | None = Field(default=None, gt=0, le=64 * 1024**3)
+    max_images_per_result: int | None = Field(default=None, gt=0, le=10_000)
+    max_result_decoded_bytes: int | None = Field(default=None, gt=0, le=64 * 1024**3)
 
     def apply(self, limits):
         changes = {k: v for k, v in self.model_dump().items() if v is not None}
@@ -70,28 +94,40 @@ class ImageOverrides(_Section):
 
 
 class AgingSettings(_Section):
-    full_turns: int = Field(default=1, ge=1)
-    lowres_turns: int = Field(default=3, ge=0)
+    full_turns: int = Field(default=1, ge=1, le=_MAX_COUNT)
+    lowres_turns: int = Field(default=3, ge=0, le=_MAX_COUNT)
     lowres_px: int = Field(default=512, ge=64, le=4096)
 
 
 class ToolSettings(_Section):
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, gt=0, le=_MAX_SECONDS)
     env_withhold: list[str] = Field(default_factory=list)
+    env_grant: dict[str, list[str]] = Field(default_factory=dict)
+    allow_shadow_builtins: bool = False
+
+    @field_validator("env_grant")
+    @classmethod
+    def _grant_names(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tool, names in grants.items():
+            bad = [n for n in names if not _GRANT_NAME.match(n)]
+            if bad:
+                raise ValueError(f"{tool}: {bad[0]!r} is not a variable name or pattern "
+                                 "(letters, digits, '_', and * ? [ ] for patterns)")
+        return grants
 
 
 class ReadFileSettings(_Section):
-    max_text_bytes: int = Field(default=256 * 1024, gt=0)
-    max_image_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    max_text_bytes: int = Field(default=256 * 1024, gt=0, le=256 * _MIB)
+    max_image_bytes: int = Field(default=20 * _MIB, gt=0, le=_GIB)
     allow_outside_workspace: bool = False
     allowed_paths: list[Path] = Field(default_factory=list)
 
 
 class StoreSettings(_Section):
-    max_image_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
-    max_images_per_message: int = Field(default=20, gt=0)
-    max_session_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
-    keep_days: int = Field(default=30, ge=1)
+    max_image_bytes: int = Field(default=20 * _MIB, gt=0, le=_GIB)
+    max_images_per_message: int = Field(default=20, gt=0, le=_MAX_COUNT)
+    max_session_bytes: int = Field(default=512 * _MIB, gt=0, le=1024 * _GIB)
+    keep_days: int = Field(default=30, ge=1, le=36500)
 
 
 class McpServerSettings(_Section):
@@ -117,15 +153,17 @@ class McpSettings(_Section):
     """MCP servers whose tools silica offers, by name (the prefix of their tools' names)."""
 
     servers: dict[str, McpServerSettings] = Field(default_factory=dict)
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, gt=0, le=_MAX_SECONDS)
 
 
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
     vision: bool | None = None
-    max_turns: int = Field(default=25, ge=1)
-    max_tokens: int = Field(default=4096, ge=1)
+    max_turns: int = Field(default=25, ge=1, le=_MAX_COUNT)
+    max_tokens: int = Field(default=4096, ge=1, le=10_000_000)
+    # characters of one tool result's text the model gets; the rest is saved to a file
+    max_result_chars: int = Field(default=100_000, ge=1_000, le=1_000_000_000)
     system: str | None = None
     images: ImageOverrides = Field(default_factory=ImageOverrides)
     aging: AgingSettings = Field(default_factory=AgingSettings)

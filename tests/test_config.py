@@ -75,3 +75,20 @@ def test_starting_a_session_removes_image_folders_older_than_keep_days(home):
     os.utime(old, (past, past))
     Agent.start(Settings(provider="anthropic"))
     assert not old.exists() and recent.exists()
+
+
+@pytest.mark.parametrize(("toml", "key"), [
+    ("[read_file]\nmax_text_bytes = 1e20\n", "read_file.max_text_bytes"),
+    ("[read_file]\nmax_text_bytes = 99999999999999999\n", "read_file.max_text_bytes"),
+    ("[tools]\ntimeout = inf\n", "tools.timeout"),
+    ("[mcp]\ntimeout = nan\n", "mcp.timeout"),
+    ("[store]\nkeep_days = 10000000\n", "store.keep_days"),
+])
+def test_values_that_would_overflow_are_refused_at_load(home, toml, key):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings()
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "list"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and key in done.stderr and "Traceback" not in done.stderr

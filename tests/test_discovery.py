@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
-from conftest import cyclopts_tool, script_tool, simple_spec
+from conftest import cyclopts_tool, script_tool, simple_spec, trust
 
 from silica.tools.discovery import DiscoveryOptions
 from silica.tools.helper import HELPER_NAME, helper_source
@@ -49,6 +51,7 @@ def test_project_folders_up_to_git_root_and_closest_wins(project, user_tools):
     script_tool(project / ".agent" / "tools", "b.py", simple_spec("same"))
     script_tool(sub / ".silica" / "tools", "c.py", simple_spec("same"))
     script_tool(project.parent / ".silica" / "tools", "outside.py", simple_spec("outside"))
+    trust(project)
     tools = Toolbox(cwd=sub).discover()
     winner = tools.runnable()["same"]
     assert winner.path.name == "c.py"
@@ -209,6 +212,7 @@ def test_outdated_helper_is_rewritten_and_current_one_kept(user_tools):
 
 def test_unreadable_folder_is_a_warning_not_a_crash(user_tools, project, monkeypatch):
     script_tool(project / ".silica" / "tools", "fine.py", simple_spec("fine"))
+    trust(project)
     import silica.tools.discovery as discovery
 
     real_listdir = os.listdir
@@ -258,3 +262,24 @@ def test_no_uv_gives_every_tool_a_reason(user_tools, monkeypatch):
     monkeypatch.setenv("SILICA_UV", "/nonexistent/uv")
     [tool] = Toolbox().discover().tools
     assert str(tool.status) == "error" and "SILICA_UV" in tool.reason
+
+
+def test_a_deeply_nested_toolspec_is_one_error_row(user_tools):
+    script_tool(user_tools, "deep.py", "[" * 100_000 + "]" * 100_000)
+    script_tool(user_tools, "deepobj.py", '{"a":' * 100 + "1" + "}" * 100)
+    script_tool(user_tools, "fine.py", simple_spec("fine"))
+    rows = by_name(Toolbox().discover().tools)
+    assert rows["fine"].ok
+    assert str(rows["deep"].status) == "error" and "nested more than 64" in rows["deep"].reason
+    assert "nested more than 64" in rows["deepobj"].reason
+    listed = subprocess.run([sys.executable, "-m", "silica", "tools", "list", "--json"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+
+
+def test_a_hostile_helper_version_does_not_crash_discovery(user_tools):
+    (user_tools / HELPER_NAME).write_text('HELPER_VERSION = "' + "9" * 5000 + '"\n')
+    script_tool(user_tools, "t.py", simple_spec("t"))
+    [tool] = Toolbox().discover().tools
+    assert tool.ok
+    assert (user_tools / HELPER_NAME).read_text() == helper_source()  # replaced by ours

@@ -5,17 +5,22 @@ bound, each with a timeout. A file whose spec cannot be read still gives a row, 
 the file, with the reason. When two folders hold a tool of the same name, the folder with
 the lower precedence wins and the other tool is listed as shadowed; the tool that wins is
 the one that runs. Built-in tools (``silica_builtin_tools``) are listed too, with their
-origin (``builtin``, ``mcp:<server>``); they lose a name clash to any tool file.
+origin (``builtin``, ``mcp:<server>``); they lose a name clash to any tool file, except
+silica's own built-ins (origin ``builtin``), which a file may replace only when the settings
+say ``tools.allow_shadow_builtins``.
+
+Files in an untrusted folder (a project not yet trusted with ``silica trust``) are listed
+with status ``untrusted``, named after the file: they are not read, run or written beside,
+and take no part in name clashes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +30,12 @@ from pydantic import ValidationError
 
 from silica.config import Settings
 from silica.errors import UvNotFound
+from silica.security.env import EnvPolicy
+from silica.security.trust import trust_command
 from silica.tools.builtin import BuiltinTool
 from silica.tools.cache import SpecCache, spec_cache_key
+from silica.tools.clashes import BUILTIN_ORIGIN, resolve_clashes
+from silica.tools.environment import from_pack, granted_env, tool_env
 from silica.tools.helper import HELPER_NAME, ensure_helper, helper_version
 from silica.tools.metadata import parse_metadata
 from silica.tools.model import (
@@ -37,12 +46,12 @@ from silica.tools.model import (
     ToolStatus,
     explain_validation_error,
 )
+from silica.tools.spec_output import parse_toolspec_output, refusal_hint
 from silica.tools.uvbin import find_uv, uv_identity
 
 Progress = Callable[[int, int], None]
-
 # Built-in tools sit after every folder a plugin may add, so any tool file beats them.
-BUILTIN_FOLDER = ToolFolder(Path("<builtin>"), "builtin", 2000)
+BUILTIN_FOLDER = ToolFolder(Path("<builtin>"), BUILTIN_ORIGIN, 2000)
 
 
 @dataclass
@@ -50,8 +59,9 @@ class DiscoveryOptions:
     spec_timeout: float = 120.0  # the first run of a tool may install its dependencies
     auth_timeout: float = 30.0
     parallel: int = max(4, 2 * (os.cpu_count() or 2))
-    # Names or shell patterns withheld from every tool run's environment (``tool_env``).
-    env_withhold: tuple[str, ...] = ()
+    # Secrets withheld from tools and those granted (``silica.security.env``).
+    env_policy: EnvPolicy = field(default_factory=EnvPolicy)
+    allow_shadow_builtins: bool = False
 
 
 @dataclass
@@ -75,7 +85,7 @@ class Discovery:
         """The tool that wins each name, by name (tools are in precedence order)."""
         winners: dict[str, Tool] = {}
         for t in self.all_tools:
-            if t.status is not ToolStatus.SHADOWED:
+            if t.status not in (ToolStatus.SHADOWED, ToolStatus.UNTRUSTED):
                 winners.setdefault(t.name, t)
         return winners
 
@@ -90,6 +100,7 @@ class _File:
     raw: Any = None  # parsed --toolspec JSON
     error: str = ""
     fetched: bool = False
+    untrusted: bool = False
 
 
 def tool_folders(pm: pluggy.PluginManager, cwd: Path, home: Path) -> list[ToolFolder]:
@@ -99,8 +110,11 @@ def tool_folders(pm: pluggy.PluginManager, cwd: Path, home: Path) -> list[ToolFo
     for group in pm.hook.silica_tool_folders(cwd=cwd, home=home):
         for folder in group or []:
             key = Path(os.path.abspath(folder.path))
+            trusted = folder.trusted or (key in seen and seen[key].trusted)
             if key not in seen or folder.precedence < seen[key].precedence:
-                seen[key] = dataclasses.replace(folder, path=key)
+                seen[key] = dataclasses.replace(folder, path=key, trusted=trusted)
+            else:  # one folder named twice is trusted if any naming trusts it
+                seen[key] = dataclasses.replace(seen[key], trusted=trusted)
     return sorted(seen.values(), key=lambda f: f.precedence)
 
 
@@ -128,11 +142,21 @@ async def _complete(result: Discovery, files: list[_File], pm, cache: SpecCache,
     for f in files:
         tools = _tools_of(f)
         if _needs_authorization(f, tools):
-            _mark_unauthorized(tools, await _check_authorization(f, pm, options))
+            _mark_unauthorized(tools, await _check_authorization(f, tools, pm, options))
         result.tools.extend(tools)
     # In a thread: a built-in source may block (the MCP source starts its servers).
     result.builtins = await asyncio.to_thread(builtin_tools, pm, result.warnings, settings)
-    result.warnings.extend(_resolve_clashes(result.all_tools))
+    return _finish(result, options)
+
+
+def _finish(result: Discovery, options: DiscoveryOptions) -> Discovery:
+    """Settle name clashes and note what each tool asked for of the environment."""
+    result.warnings.extend(resolve_clashes(result.all_tools, options.allow_shadow_builtins))
+    environ = dict(os.environ)
+    for tool in result.all_tools:
+        if tool.builtin is None and tool.status is not ToolStatus.UNTRUSTED:
+            tool.env_access = options.env_policy.access(
+                environ, tool.name, tool.metadata.env, from_pack(tool))
     return result
 
 
@@ -150,8 +174,7 @@ def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: Sp
             for _, tools in per_file:
                 result.tools.extend(tools)
             result.builtins = builtin_tools(pm, result.warnings, settings)
-            result.warnings.extend(_resolve_clashes(result.all_tools))
-            return result
+            return _finish(result, options or DiscoveryOptions())
     import asyncio  # processes to run: the scan is reused, not done again
 
     return asyncio.run(_complete(result, files, pm, cache, options, progress, settings))
@@ -167,6 +190,8 @@ def _scan_all(pm, cwd: Path, home: Path, cache: SpecCache) -> tuple[Discovery, l
     version = helper_version()
     helpers: dict[Path, list[str]] = {}
     for f in files:
+        if f.untrusted:
+            continue  # nothing of an untrusted folder is read
         try:
             f.source = f.path.read_bytes()
         except OSError as exc:
@@ -241,6 +266,10 @@ def _scan(folder: ToolFolder, warnings: list[str]) -> list[_File]:
                         "check its permissions")
         return []
     tool_names = [n for n in names if n.endswith(".py") and not n.startswith(("_", "."))]
+    if not folder.trusted:
+        reason = (f"this project is not trusted, so nothing in {path} runs; "
+                  f"run '{trust_command(path)}' if you trust its code")
+        return [_File(path / n, folder, error=reason, untrusted=True) for n in tool_names]
     if tool_names and not ensure_helper(path) and HELPER_NAME not in names:
         warnings.append(f"cannot write {HELPER_NAME} into {path} (read-only?); "
                         "tools there that import it will fail")
@@ -280,17 +309,6 @@ async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: Discover
     await asyncio.gather(*(one(f) for f in files))
 
 
-def tool_env(pm, path: Path, withhold: Sequence[str] = ()) -> dict[str, str]:
-    """The environment the tool file at ``path`` runs with: silica's own, adjusted by the
-    ``silica_tool_env`` plugins, minus every variable matching a name or shell pattern in
-    ``withhold`` (the settings' ``tools.env_withhold``)."""
-    env = dict(os.environ)
-    pm.hook.silica_tool_env(path=path, env=env)
-    for name in [n for n in env if any(fnmatch.fnmatchcase(n, p) for p in withhold)]:
-        del env[name]
-    return env
-
-
 async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> None:
     try:
         uv = find_uv()
@@ -300,7 +318,7 @@ async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> N
     from silica.tools.runner import run_process  # not imported when every spec is cached
 
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--toolspec"],
-                            env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
+                            env=tool_env(pm, f.path, options.env_policy), cwd=f.path.parent,
                             timeout=options.spec_timeout, stdout_cap=8 * 1024 * 1024)
     if raw.error:
         f.error = raw.error
@@ -309,6 +327,7 @@ async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> N
     elif raw.exit_code != 0:
         tail = raw.stderr_tail(600) or "(no error output)"
         f.error = f"--toolspec exited with code {raw.exit_code}: {tail}"
+        f.error += refusal_hint(tail, raw.stdout)
     else:
         try:
             f.raw = parse_toolspec_output(raw.stdout)
@@ -319,40 +338,11 @@ async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> N
         cache.put(f.key, f.raw)
 
 
-def parse_toolspec_output(stdout: bytes) -> Any:
-    """The JSON object or array a ``--toolspec`` run printed.
-
-    Stray lines before or after the JSON (a library's warning, say) are tolerated.
-    Raises ``ValueError`` with a message that says what was printed instead.
-    """
-    text = stdout.decode("utf-8", errors="replace").strip()
-    if not text:
-        raise ValueError("--toolspec printed nothing; it must print the tool's spec as JSON")
-    try:
-        return _spec_json(json.loads(text))
-    except ValueError:
-        pass
-    decoder = json.JSONDecoder()
-    for line_start in [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]:
-        if text[line_start:line_start + 1] in ("{", "["):
-            try:
-                return _spec_json(decoder.raw_decode(text, line_start)[0])
-            except ValueError:
-                continue
-    head = text[:120].replace("\n", " ")
-    raise ValueError(f"--toolspec printed no JSON spec (it began: {head!r})")
-
-
-def _spec_json(value: Any) -> Any:
-    if isinstance(value, dict | list):
-        return value
-    raise ValueError("--toolspec must print a JSON object or an array of objects")
-
-
 def _tools_of(f: _File) -> list[Tool]:
     stem = f.path.stem
     if f.error:
-        return [Tool(stem, f.path, f.folder, ToolStatus.ERROR, f.error, metadata=f.metadata)]
+        status = ToolStatus.UNTRUSTED if f.untrusted else ToolStatus.ERROR
+        return [Tool(stem, f.path, f.folder, status, f.error, metadata=f.metadata)]
     items = f.raw if isinstance(f.raw, list) else [f.raw]
     if not items:
         return [Tool(stem, f.path, f.folder, ToolStatus.INVALID_SPEC,
@@ -393,7 +383,8 @@ def _mark_unauthorized(tools: list[Tool], check: tuple[bool, str]) -> None:
                 t.status, t.reason = ToolStatus.NEEDS_AUTHORIZATION, message
 
 
-async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple[bool, str]:
+async def _check_authorization(f: _File, tools: list[Tool], pm,
+                               options: DiscoveryOptions) -> tuple[bool, str]:
     """Run ``FILE --authorize``: exit 0 and (JSON ``success`` true, or no JSON) means ok."""
     try:
         uv = find_uv()
@@ -402,8 +393,9 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
     from silica.tools.runner import run_process
 
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
-                            env=tool_env(pm, f.path, options.env_withhold), cwd=f.path.parent,
-                            timeout=options.auth_timeout, stdout_cap=1024 * 1024)
+                            env=tool_env(pm, f.path, options.env_policy,
+                                         granted_env(tools, options.env_policy)),
+                            cwd=f.path.parent, timeout=options.auth_timeout, stdout_cap=1024 * 1024)
     if raw.timed_out:
         return False, f"--authorize did not finish within {options.auth_timeout:g} s"
     if raw.error or raw.exit_code != 0:
@@ -411,38 +403,10 @@ async def _check_authorization(f: _File, pm, options: DiscoveryOptions) -> tuple
         return False, f"--authorize failed: {detail}"
     try:
         answer = json.loads(raw.stdout)
-    except ValueError:
-        return True, ""
+    except (ValueError, RecursionError):
+        return True, ""  # only a JSON object with "success": false says no
     if isinstance(answer, dict) and not answer.get("success", True):
         return False, str(answer.get("message") or "--authorize reported no success")
     return True, ""
 
 
-def _resolve_clashes(tools: list[Tool]) -> list[str]:
-    """Closest folder wins, built-in tools last; a same-named tool in the same folder is a
-    duplicate. Returns a warning for each clash that involves a pack: which tool runs is
-    decided by precedence, but a user should hear that two sources claim one name."""
-    warnings: list[str] = []
-    winners: dict[str, Tool] = {}
-
-    def rank(t: Tool) -> tuple[bool, int, str]:
-        return t.builtin is not None, t.folder.precedence, str(t.path)
-
-    for tool in sorted(tools, key=rank):
-        first = winners.get(tool.name)
-        if first is None:
-            winners[tool.name] = tool
-        elif first.path == tool.path:
-            continue  # declared twice in one file (or registered twice): already marked
-        elif rank(first)[:2] == rank(tool)[:2]:
-            tool.status = ToolStatus.INVALID_SPEC
-            tool.reason = f"duplicate name {tool.name!r}: {first.path.name} declares it too"
-        else:
-            tool.status = ToolStatus.SHADOWED
-            tool.reason = f"shadowed by {first.path} ({first.folder.origin})"
-            if "pack:" in first.folder.origin + tool.folder.origin and \
-                    tool.folder.origin != "builtin":
-                warnings.append(f"name clash: {tool.name!r} from {first.folder.origin} "
-                                f"({first.path}) is used; the one from {tool.folder.origin} "
-                                f"({tool.path}) is shadowed. Rename one of them.")
-    return warnings

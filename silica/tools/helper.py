@@ -10,7 +10,9 @@ from pathlib import Path
 from silica.fsutil import write_atomic
 
 HELPER_NAME = "_silica_toolspec.py"
-_VERSION = re.compile(r'^HELPER_VERSION\s*=\s*["\'](\d+)["\']', re.M)
+# Bounded: a hostile helper's 5000-digit version must not crash int() in every listing.
+_VERSION = re.compile(r'^HELPER_VERSION\s*=\s*["\'](\d{1,9})["\']', re.M)
+_MAX_HELPER_BYTES = 1024 * 1024  # the real helper is ~15 KB; a bigger one is not ours
 
 
 @cache
@@ -32,7 +34,8 @@ def ensure_helper(folder: Path) -> bool:
     target = folder / HELPER_NAME
     ours = helper_version()
     try:
-        current = target.read_text(encoding="utf-8")
+        with open(target, "rb") as f:
+            current = f.read(_MAX_HELPER_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         current = None
     if current is not None and int(helper_version(current)) >= int(ours):

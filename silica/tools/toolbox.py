@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import sys
+import time
+from functools import partial
 from pathlib import Path
 
 import pluggy
@@ -32,7 +34,9 @@ from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
 from silica.plugins import get_plugin_manager
-from silica.results.pipeline import build_result
+from silica.results.pipeline import build_result, prepare_images
+from silica.security.env import EnvPolicy, withhold_from_environment
+from silica.security.text import safe_text
 from silica.tools.argv import build_arguments, subcommand_for
 from silica.tools.builtin import ToolContext
 from silica.tools.cache import SpecCache
@@ -42,10 +46,11 @@ from silica.tools.discovery import (
     Progress,
     discover,
     discover_blocking,
-    tool_env,
 )
+from silica.tools.environment import granted_env, tool_env
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
 from silica.tools.uvbin import find_uv
+from silica.tools.workers import off_loop
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -54,8 +59,10 @@ class Toolbox:
     """User tools seen from one working directory.
 
     ``settings`` (default: ``Settings()``) supplies the call timeout (``tools.timeout``,
-    unless ``timeout`` is given), variables withheld from tools (``tools.env_withhold``, on
-    top of ``SILICA_TOOL_ENV_WITHHOLD``) and what built-in tools read (``read_file``).
+    unless ``timeout`` is given), the secrets withheld from tools and those granted
+    (``tools.env_withhold`` on top of ``SILICA_TOOL_ENV_WITHHOLD`` and the built-in list;
+    ``tools.env_grant``), whether a tool file may replace a built-in
+    (``tools.allow_shadow_builtins``) and what built-in tools read (``read_file``).
     """
 
     def __init__(self, cwd: Path | None = None, home: Path | None = None,
@@ -69,10 +76,15 @@ class Toolbox:
         self.pm = pm or get_plugin_manager()
         self.settings = settings or Settings()
         options = options or DiscoveryOptions()
-        if self.settings.tools.env_withhold:
-            options = dataclasses.replace(options, env_withhold=(
-                *options.env_withhold, *self.settings.tools.env_withhold))
-        self.options = options
+        tools = self.settings.tools
+        policy = EnvPolicy(
+            withhold=(*options.env_policy.withhold, *withhold_from_environment(),
+                      *tools.env_withhold),
+            grants={**options.env_policy.grants,
+                    **{k: tuple(v) for k, v in tools.env_grant.items()}})
+        self.options = dataclasses.replace(
+            options, env_policy=policy,
+            allow_shadow_builtins=options.allow_shadow_builtins or tools.allow_shadow_builtins)
         if timeout is None:
             timeout = self.settings.tools.timeout if settings else DEFAULT_TIMEOUT
         self.timeout = timeout
@@ -102,9 +114,14 @@ class Toolbox:
 
     def get(self, name: str) -> Tool:
         """The tool that runs under ``name``; raises ``ToolNotFound`` with near names."""
-        tools = self.discover().runnable()
+        found = self.discover()
+        tools = found.runnable()
         if name in tools:
             return tools[name]
+        untrusted = [t for t in found.tools
+                     if t.status is ToolStatus.UNTRUSTED and t.path.stem == name]
+        if untrusted:
+            raise ToolNotFound(f"{name} cannot run: {untrusted[0].reason}")
         near = difflib.get_close_matches(name, list(tools), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else \
             "; run 'silica tools list' to see the tools"
@@ -156,11 +173,17 @@ class Toolbox:
                 *tokens]
         from silica.tools.runner import run_process
 
-        raw = await run_process(argv, env=tool_env(self.pm, tool.path, self.options.env_withhold),
-                                cwd=tool.path.parent,
-                                timeout=tool.metadata.timeout or self.timeout,
+        policy = self.options.env_policy
+        timeout = tool.metadata.timeout or self.timeout
+        deadline = time.monotonic() + timeout
+        raw = await run_process(argv, env=tool_env(self.pm, tool.path, policy,
+                                                   granted_env([tool], policy)),
+                                cwd=tool.path.parent, timeout=timeout,
                                 stdout_cap=self.stdout_cap)
-        return build_result(raw, self.pm, self.image_limits)
+        # Images are checked off the event loop, within what is left of the call's time.
+        work = partial(build_result, raw, self.pm, self.image_limits, deadline=deadline)
+        return await off_loop(work, deadline=deadline,
+                              what=f"checking the images of {tool.name}")
 
     async def _run_builtin(self, tool: Tool, arguments: dict | None) -> ToolResult:
         assert tool.builtin is not None and tool.spec is not None
@@ -182,17 +205,22 @@ class Toolbox:
         if not isinstance(result, ToolResult):
             return ToolResult.error(f"{tool.name} failed: it returned "
                                     f"{type(result).__name__}, not a ToolResult")
-        blocks: list[Block] = []
-        for block in result.blocks:
-            if isinstance(block, ImageBlock):
-                payload = ImagePayload(data=block.data, declared_type=block.media_type,
-                                       source=block.source or tool.name)
-                block = self.pm.hook.silica_prepare_image(payload=payload,
-                                                          limits=self.image_limits)
-            if block is not None:
-                blocks.append(block)
+        deadline = time.monotonic() + self.timeout
+        blocks = await off_loop(partial(self._prepare_blocks, tool, result.blocks, deadline),
+                                deadline=deadline, what=f"checking the images of {tool.name}")
+        if isinstance(blocks, ToolResult):
+            return blocks
         return ToolResult(blocks=blocks or [TextBlock(text="(the tool returned nothing)")],
                           is_error=result.is_error)
+
+    def _prepare_blocks(self, tool: Tool, given: list[Block], deadline: float) -> list[Block]:
+        """A built-in's text blocks, then its images fitted through ``silica_prepare_image``
+        within the same per-result budget and deadline as a tool file's."""
+        payloads = [ImagePayload(data=b.data, declared_type=b.media_type,
+                                 source=b.source or tool.name)
+                    for b in given if isinstance(b, ImageBlock)]
+        texts = [b for b in given if not isinstance(b, ImageBlock)]
+        return [*texts, *prepare_images(payloads, self.pm, self.image_limits, deadline)]
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}
@@ -200,5 +228,6 @@ class Toolbox:
             try:
                 impl.function(**{k: given[k] for k in impl.argnames})
             except Exception as exc:  # an observer must not change or lose the result
-                print(f"silica: tool-result observer {impl.plugin_name!r} failed: {exc}",
+                print(safe_text(f"silica: tool-result observer {impl.plugin_name!r} "
+                                f"failed: {exc}"),
                       file=sys.stderr)
