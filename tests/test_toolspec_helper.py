@@ -106,7 +106,7 @@ def test_helper_version_is_the_first_statement_after_the_docstring():
     assert "written by silica" in ast.get_docstring(module).lower()
     assert isinstance(docstring, ast.Expr)
     assert isinstance(first, ast.Assign) and first.targets[0].id == "HELPER_VERSION"
-    assert helper.HELPER_VERSION == "1"
+    assert helper.HELPER_VERSION == "2"
 
 
 def test_name_argument_overrides_the_function_name():
@@ -365,6 +365,31 @@ def test_schemas_for_commands_name_and_prefix():
     assert [s["name"] for s in specs] == ["notes_add", "notes_plus", "notes_list"]
     assert specs[0]["input_schema"]["required"] == ["a", "b"]
     assert [s["name"] for s in generate_schemas_for_commands([(add, None)])] == ["add"]
+
+
+def test_schemas_for_commands_take_the_registered_command_name():
+    def list_events(day: str):
+        """List events."""
+
+    [default, named] = generate_schemas_for_commands(
+        [(list_events, None), (list_events, "events_list", "list")])
+    assert (default["name"], default["_subcommand"]) == ("list_events", "list-events")
+    assert (named["name"], named["_subcommand"]) == ("events_list", "list")
+
+
+def test_a_partial_is_described_by_its_function():
+    import functools
+
+    def scale(image: str, factor: float = 2.0, *, fast: bool = False):
+        """Scale an image.
+
+        Args:
+            image: The image.
+        """
+
+    spec = generate_schema(functools.partial(scale, fast=True), "scale")
+    assert spec["description"] == "Scale an image."
+    assert spec["input_schema"]["properties"]["image"]["description"] == "The image."
 
 
 # --- property: any mix of supported annotations gives a valid object schema ----------------
