@@ -1,13 +1,15 @@
 """Content blocks: what a tool call produces and every provider consumes.
 
 A ``ToolResult`` is a list of text and image blocks plus ``is_error``. Image bytes are held
-raw; base64 is made only when a wire format needs it (``to_anthropic``).
+raw; base64 is made only when a wire format needs it (``to_anthropic``). A ``ToolCall`` is the
+model asking for a tool: providers make it from a reply, the agent keeps it in the
+conversation, so it lives here, below both.
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,6 +75,15 @@ class ImageRefBlock(BaseModel):
 
 
 Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ToolCall(BaseModel):
+    """The model asks for a tool: ``arguments`` is its JSON input."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolResult(BaseModel):

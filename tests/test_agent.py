@@ -302,3 +302,158 @@ def test_ask_reports_a_provider_failure_on_stderr(monkeypatch, user_tools):
         done = silica("ask", "hi", env={**os.environ, **srv.env})
     assert done.returncode == 1
     assert "ANTHROPIC_API_KEY" in done.stderr
+
+
+# -- every call answered, however the disk or the tool fails ------------------------------
+
+
+def assert_every_call_answered(request: dict) -> None:
+    """What Anthropic checks before it answers 400: each tool_use is answered by a
+    tool_result at the start of the next (user) message, and no tool_result is unasked."""
+    messages = request["messages"]
+    asked: set[str] = set()
+    for message in messages:
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        if message["role"] == "user":
+            assert set(results) == asked, (results, asked)
+            assert [b["type"] for b in blocks[:len(results)]] == ["tool_result"] * len(results)
+            asked = set()
+        else:
+            assert not asked, f"unanswered: {asked}"
+            asked = {b["id"] for b in blocks if b["type"] == "tool_use"}
+    assert not asked
+
+
+def test_a_full_disk_keeps_the_tool_result_with_a_notice(monkeypatch, picture_tool, home):
+    import errno
+
+    import silica.images.store as store_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module, "write_atomic", full)
+    notes = []
+    with anthropic_server([tool_call("picture", {"label": "full"}), text("No picture."),
+                           text("Still here.")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic"))
+        agent.events.on_tool_note = lambda call, note: notes.append(note)
+        assert run(agent, "draw") == "No picture."
+        assert run(agent, "and now?") == "Still here."
+    [result] = [b for b in srv.requests[1]["messages"][-1]["content"]
+                if b["type"] == "tool_result"]
+    texts = [b["text"] for b in result["content"]]
+    assert '"label": "full"' in texts[0]
+    assert texts[1].startswith("[image not kept:") and "No space left on device" in texts[1]
+    for request in srv.requests:
+        assert_every_call_answered(request)
+    assert notes and "No space left on device" in notes[0]
+    saved = load_session(agent.conversation.id, home)
+    assert saved.messages[2].content[0].call_id == saved.messages[1].content[-1].id
+
+
+def test_an_image_folder_that_is_a_file_keeps_the_tool_result(monkeypatch, picture_tool, home):
+    with anthropic_server([tool_call("picture", {"label": "x"}), text("ok")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic"))
+        (home / "images").mkdir(parents=True, exist_ok=True)
+        (home / "images" / agent.conversation.id).write_text("in the way")
+        assert run(agent, "draw") == "ok"
+    assert_every_call_answered(srv.requests[1])
+    assert "[image not kept:" in json.dumps(srv.requests[1]["messages"][-1])
+
+
+def test_a_tool_call_that_crashes_inside_silica_is_answered(monkeypatch, user_tools):
+    with anthropic_server([tool_call("anything", {}), text("fine")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic"))
+
+        async def broken(name, arguments):
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(agent.toolbox, "acall", broken)
+        assert run(agent, "go") == "fine"
+    [result] = srv.requests[1]["messages"][-1]["content"]
+    assert result["is_error"] is True and "RuntimeError: a bug" in result["content"][0]["text"]
+
+
+def test_a_session_cut_while_its_tools_ran_resumes_without_a_400(monkeypatch, home):
+    from silica.agent.conversation import Conversation, ToolCall
+    from silica.agent.sessions import save_session
+    from silica.blocks import TextBlock
+
+    cut = Conversation(id="cut", provider="anthropic")
+    cut.add("user", [TextBlock(text="look")], new_turn=True)
+    cut.add("assistant", [ToolCall(id="t1", name="look"), ToolCall(id="t2", name="look")])
+    save_session(cut, home)
+    with anthropic_server([text("sorry, again?")]) as srv:
+        srv.use(monkeypatch)
+        again = Agent.resume("cut", settings("anthropic"))
+        assert run(again, "what happened?") == "sorry, again?"
+    assert_every_call_answered(srv.requests[0])
+    assert [m.role for m in load_session("cut", home).messages] == [
+        "user", "assistant", "user", "user", "assistant"]
+
+
+def test_a_failed_save_raises_and_the_agent_knows(monkeypatch, user_tools, home):
+    from silica.agent.sessions import SessionError
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "sessions").write_text("not a folder")
+    with anthropic_server([text("never")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic"))
+        with pytest.raises(SessionError, match="cannot save session"):
+            run(agent, "hello")
+    assert agent.saved is False and srv.requests == []
+
+
+# -- floods of output ---------------------------------------------------------------------
+
+
+def test_a_flood_of_output_reaches_the_model_cut_and_is_saved_whole(monkeypatch, user_tools,
+                                                                     home):
+    body = "for i in range(60_000):\n    print(f'line {i:06d} of the flood')\n"
+    script_tool(user_tools, "flood.py", simple_spec("flood"), body=body)
+    with anthropic_server([tool_call("flood", {}), text("long")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic", max_result_chars=10_000))
+        run(agent, "flood me")
+    [result] = srv.requests[1]["messages"][-1]["content"]
+    sent = "".join(b["text"] for b in result["content"])
+    assert len(sent) < 10_400
+    assert sent.startswith("line 000000 of the flood")
+    assert sent.rstrip().endswith("line 059999 of the flood")
+    [marker] = re.findall(r"\[… ([\d,]+) of ([\d,]+) characters cut; the whole output is in "
+                          r"(\S+) …\]", sent)
+    whole = Path(marker[2])
+    assert whole.parent == home / "sessions" / agent.conversation.id
+    assert whole.read_text().splitlines() == [f"line {i:06d} of the flood" for i in range(60_000)]
+    assert int(marker[1].replace(",", "")) == len(whole.read_text())
+    session_file = home / "sessions" / f"{agent.conversation.id}.json"
+    assert session_file.stat().st_size < 30_000
+
+
+def test_undecodable_bytes_are_one_marker(monkeypatch, user_tools):
+    body = ("import sys\nsys.stdout.buffer.write(b'start\\n' + b'\\xff' * 50_000 + "
+            "b'\\nend\\n')\n")
+    script_tool(user_tools, "binary.py", simple_spec("binary"), body=body)
+    with anthropic_server([tool_call("binary", {}), text("bytes")]) as srv:
+        srv.use(monkeypatch)
+        run(Agent.start(settings("anthropic")), "go")
+    [result] = srv.requests[1]["messages"][-1]["content"]
+    sent = result["content"][0]["text"]
+    assert sent == "start\n[… 50,000 undecodable bytes …]\nend\n"
+
+
+def test_max_turns_under_one_sends_nothing(monkeypatch, user_tools, home):
+    from silica.errors import SilicaError
+
+    with anthropic_server([text("never")]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(settings("anthropic").model_copy(update={"max_turns": 0}))
+        with pytest.raises(SilicaError, match="max_turns must be 1 or more"):
+            run(agent, "hi")
+    assert srv.requests == [] and not (home / "sessions").exists()

@@ -179,3 +179,116 @@ def test_an_explicit_home_is_used(tmp_path):
     assert path.parent == other / "sessions"
     assert load_session(conversation.id, home=other) == conversation
     assert [s.id for s in list_sessions(home=other)] == [conversation.id]
+
+
+# -- every tool call answered, whatever the file holds ------------------------------------
+
+
+def unanswered_conversation(session_id: str = "cut") -> Conversation:
+    """What a session file holds when silica was stopped while its tools ran."""
+    conversation = Conversation(id=session_id, provider="anthropic", model="m")
+    conversation.add("user", [TextBlock(text="look twice")], new_turn=True)
+    conversation.add("assistant", [TextBlock(text="Looking."),
+                                   ToolCall(id="a", name="look"), ToolCall(id="b", name="look")])
+    conversation.add("user", [ToolResultBlock(call_id="a", name="look",
+                                              content=[TextBlock(text="seen")])])
+    conversation.add("assistant", [ToolCall(id="c", name="look")])
+    return conversation
+
+
+def test_a_tool_call_saved_without_its_result_is_answered_on_load(home):
+    from silica.agent.conversation import NO_RESULT
+
+    path = save_session(unanswered_conversation())
+    before = path.read_bytes()
+    loaded = load_session("cut")
+    assert path.read_bytes() == before  # repaired in memory; saved with the next turn
+    roles = [m.role for m in loaded.messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
+    first = loaded.messages[2].content
+    assert [(b.call_id, b.is_error) for b in first] == [("b", True), ("a", False)]
+    assert first[0].content[0].text == NO_RESULT
+    [last] = loaded.messages[4].content
+    assert (last.call_id, last.is_error, last.content[0].text) == ("c", True, NO_RESULT)
+    assert loaded.messages[4].turn == loaded.messages[3].turn
+
+
+def test_answering_every_call_is_idempotent_and_turns_orphans_into_text():
+    from silica.agent.conversation import answer_every_call
+
+    conversation = unanswered_conversation()
+    conversation.add("assistant", [TextBlock(text="done")])
+    conversation.add("user", [ToolResultBlock(call_id="ghost", name="look",
+                                              content=[TextBlock(text="late")])])
+    assert answer_every_call(conversation) == 3  # b, c, and the orphan
+    orphan = conversation.messages[-1].content[0]
+    assert isinstance(orphan, TextBlock) and "late" in orphan.text
+    again = conversation.model_copy(deep=True)
+    assert answer_every_call(conversation) == 0 and conversation == again
+
+
+def test_a_file_nested_too_deep_is_one_bad_row_not_a_crash(home):
+    save_session(conversation_with_images("fine"))
+    deep = sessions_dir() / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    nested = sessions_dir() / "nested.json"
+    nested.write_text('{"format": "silica-session", "version": 1, "conversation": '
+                      + '{"a": ' * 100_000 + "1" + "}" * 100_001, encoding="utf-8")
+    rows = {s.id: s for s in list_sessions()}
+    assert set(rows) == {"fine", "deep", "nested"}
+    assert "nested too deeply" in rows["deep"].problem
+    assert "nested too deeply" in rows["nested"].problem and rows["fine"].problem == ""
+    with pytest.raises(SessionError, match="nested too deeply"):
+        load_session("deep")
+
+
+def test_text_with_a_lone_surrogate_saves_and_loads_back(home):
+    conversation = conversation_with_images("odd")
+    conversation.add("assistant", [TextBlock(text="half a pair: \udc80!")])
+    save_session(conversation)
+    assert load_session("odd").messages[-1].content[0].text == "half a pair: \udc80!"
+
+
+# -- deleting -----------------------------------------------------------------------------
+
+
+def test_delete_removes_the_file_its_outputs_and_its_images(home):
+    from silica.agent.sessions import delete_session, session_folder
+
+    conversation = conversation_with_images("gone")
+    save_session(conversation)
+    save_session(conversation_with_images("kept"))
+    session_folder("gone").mkdir()
+    (session_folder("gone") / "look-0123.txt").write_text("all of it")
+    deleted = delete_session("gone")
+    assert deleted.id == "gone"
+    assert deleted.removed == [sessions_dir() / "gone.json", sessions_dir() / "gone",
+                               home / "images" / "gone"]
+    assert not any(p.exists() for p in deleted.removed)
+    assert [s.id for s in list_sessions()] == ["kept"]
+    assert (home / "images" / "kept").is_dir()
+
+
+def test_deleting_an_unknown_session_removes_nothing(home):
+    from silica.agent.sessions import delete_sessions
+
+    save_session(conversation_with_images("here"))
+    with pytest.raises(SessionError, match="no session nope.*nothing was deleted"):
+        delete_sessions(["here", "nope"])
+    assert [s.id for s in list_sessions()] == ["here"]
+
+
+def test_find_sessions_by_emptiness_and_age(home):
+    from silica.agent.sessions import find_sessions
+
+    old = conversation_with_images("old")
+    old.updated = datetime.now(UTC) - timedelta(days=40)
+    save_session(old)
+    save_session(conversation_with_images("new"))
+    lonely = Conversation(id="lonely")
+    lonely.add("user", [TextBlock(text="hello?")], new_turn=True)
+    save_session(lonely)
+    (sessions_dir() / "broken.json").write_text("{", encoding="utf-8")
+    assert [s.id for s in find_sessions(empty=True)] == ["lonely"]
+    assert [s.id for s in find_sessions(older_than=30)] == ["old"]
+    assert find_sessions(empty=True, older_than=30) == []

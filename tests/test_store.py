@@ -235,3 +235,43 @@ def test_cleanup_never_follows_symlinks(tmp_path):
 
 def test_cleanup_of_a_missing_root_is_nothing(tmp_path):
     assert cleanup(tmp_path / "nope", keep_days=1) == 0
+
+
+# -- a disk that fails --------------------------------------------------------------------
+
+
+def test_a_disk_failure_raises_unless_the_message_keeps_going(tmp_path, monkeypatch):
+    import errno
+
+    import silica.images.store as store_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module, "write_atomic", full)
+    store = ImageStore(tmp_path, "s1")
+    with pytest.raises(StoreError, match="No space left on device"):
+        store.put_message([block()], alt="chart")
+    text, notice = store.put_message([TextBlock(text="a chart"), block()], alt="chart",
+                                     keep_going=True)
+    assert text.text == "a chart"
+    assert notice.text.startswith("[image not kept:")
+    assert "could not be written" in notice.text and "No space left on device" in notice.text
+
+
+def test_a_session_folder_that_is_a_file_becomes_a_notice(tmp_path):
+    (tmp_path / "s1").write_text("in the way")
+    [notice] = ImageStore(tmp_path, "s1").put_message([block()], keep_going=True)
+    assert notice.text.startswith("[image not kept:") and "is a file" in notice.text
+
+
+def test_a_root_that_is_a_file_says_what_to_do(tmp_path):
+    from silica.images.store import check_root
+
+    root = tmp_path / "images"
+    root.write_text("not a folder")
+    for call in (lambda: check_root(root), lambda: cleanup(root, 30),
+                 lambda: ImageStore(root, "s1").put(block())):
+        with pytest.raises(StoreError, match="is a file, not a folder.*[Mm]ove"):
+            call()
+    assert check_root(tmp_path / "missing") == tmp_path / "missing"

@@ -2,25 +2,27 @@
 
 A *turn* starts with each user message the person types (tool results do not start one).
 The conversation is what gets saved as a session; it never holds base64 or image bytes.
+
+``answer_every_call`` keeps a history valid for every provider: each ``ToolCall`` answered by a
+``ToolResultBlock`` in the user messages right after it, and no result without its call.
+``ToolCall`` itself lives in ``silica.blocks`` (providers use it too) and is re-exported here.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from silica.blocks import ImageRefBlock, TextBlock
+from silica.blocks import ImageRefBlock, TextBlock, ToolCall
 
+__all__ = ["ContentBlock", "Conversation", "Message", "ToolCall", "ToolResultBlock",
+           "answer_every_call"]
 
-class ToolCall(BaseModel):
-    """The model asks for a tool: ``arguments`` is its JSON input."""
-
-    type: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+NO_RESULT = ("[no result was recorded for this tool call (silica stopped before it was "
+             "answered); it was not run again]")
+"""The error result ``answer_every_call`` gives a call that has none."""
 
 
 class ToolResultBlock(BaseModel):
@@ -71,3 +73,62 @@ class Conversation(BaseModel):
         self.messages.append(message)
         self.updated = _now()
         return message
+
+
+def answer_every_call(conversation: Conversation) -> int:
+    """Make the history one every provider accepts, in place; returns how many blocks changed.
+
+    Each ``ToolCall`` gets a ``ToolResultBlock`` in the user messages that follow its
+    assistant message (before the next assistant message): a call without one is answered
+    with an error result (``NO_RESULT``), put first in the next user message or in a new one.
+    A result whose call is not right before it (a hand-edited or cut file) becomes text. A
+    valid history is left as it is, so calling it again changes nothing.
+    """
+    out: list[Message] = []
+    changed = 0
+    calls: list[ToolCall] = []  # of the latest assistant message
+    answered: set[str] = set()
+    asked_at = -1  # index in ``out`` of the latest assistant message
+
+    def close() -> None:
+        nonlocal changed
+        missing = [ToolResultBlock(call_id=c.id, name=c.name, is_error=True,
+                                   content=[TextBlock(text=NO_RESULT)])
+                   for c in calls if c.id not in answered]
+        if not missing:
+            return
+        changed += len(missing)
+        if asked_at + 1 < len(out):  # tool results must open the user side
+            after = out[asked_at + 1]
+            out[asked_at + 1] = after.model_copy(update={"content": [*missing, *after.content]})
+        else:
+            out.insert(asked_at + 1, Message(role="user", content=missing,
+                                             turn=out[asked_at].turn))
+
+    for message in conversation.messages:
+        if message.role == "assistant":
+            close()
+            calls = [b for b in message.content if isinstance(b, ToolCall)]
+            answered = set()
+            asked_at = len(out)
+            out.append(message)
+            continue
+        ids = {c.id for c in calls}
+        content: list = []
+        touched = False
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                if block.call_id in ids and block.call_id not in answered:
+                    answered.add(block.call_id)
+                else:  # an orphan would make the provider refuse every later request
+                    changed += 1
+                    touched = True
+                    words = " ".join(b.text for b in block.content if isinstance(b, TextBlock))
+                    block = TextBlock(text=f"[a result of {block.name} whose call is not in "
+                                           f"this history] {words}".rstrip())
+            content.append(block)
+        out.append(message.model_copy(update={"content": content}) if touched else message)
+    close()
+    if changed:
+        conversation.messages = out
+    return changed

@@ -6,6 +6,11 @@
 Every tool call the model makes in one reply runs at once. Each step is saved, so a session
 survives a provider error or Ctrl-C: an interrupted turn leaves every tool call answered
 (with an error result saying it was interrupted), and the history stays valid to resume.
+
+Every tool call is answered whatever fails on the way: a tool that crashes inside silica, an
+image the store cannot write (it becomes a notice saying why), a flood of output (the model
+gets ``max_result_chars`` of it, the rest is saved beside the session; see
+``silica.agent.results``). A failed save raises ``SessionError`` and ``saved`` turns false.
 """
 
 from __future__ import annotations
@@ -16,14 +21,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
+from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
 from silica.agent.render import build_request
-from silica.agent.sessions import load_session, new_session_id, save_session
-from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
+from silica.agent.results import Kept, keep_result
+from silica.agent.sessions import (
+    delete_session,
+    load_session,
+    new_session_id,
+    save_session,
+    session_folder,
+)
+from silica.blocks import ImageBlock, TextBlock, ToolCall, ToolResult
 from silica.config import Settings
 from silica.errors import SilicaError
 from silica.images.payload import ImagePayload
-from silica.images.store import ImageStore, cleanup
+from silica.images.store import ImageStore, check_root, cleanup
 from silica.paths import silica_home
 from silica.plugins import get_plugin_manager
 from silica.providers.base import ModelInfo, Provider, Request, RequestMessage
@@ -43,8 +55,11 @@ class AgentEvents:
 
     on_text: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None
-    # the result as the tool gave it, and where each of its images is kept
-    on_tool_result: Callable[[ToolCall, ToolResult, list[Path]], None] | None = None
+    # the result as the tool gave it, and where each of its images is kept (None: not kept)
+    on_tool_result: Callable[[ToolCall, ToolResult, list[Path | None]], None] | None = None
+    # what the person should know of a result: output cut (and where all of it is), an
+    # image not kept and why; one sentence each, after on_tool_result
+    on_tool_note: Callable[[ToolCall, str], None] | None = None
 
 
 class TurnLimitReached(SilicaError):
@@ -61,6 +76,8 @@ class Agent:
     store: ImageStore
     home: Path
     events: AgentEvents = field(default_factory=AgentEvents)
+    saved: bool = False  # the session file holds the conversation as it is now
+    started_here: bool = False  # a new session (start), not a resumed one
 
     # -- construction -------------------------------------------------------------------
 
@@ -74,7 +91,9 @@ class Agent:
         model = settings.model or _default_model(provider)
         conversation = Conversation(id=new_session_id(), provider=settings.provider,
                                     model=model, system=settings.system or DEFAULT_SYSTEM)
-        return cls._make(settings, provider, model, conversation, toolbox, home, events)
+        agent = cls._make(settings, provider, model, conversation, toolbox, home, events)
+        agent.started_here = True
+        return agent
 
     @classmethod
     def resume(cls, session_id: str, settings: Settings, *, provider: str | None = None,
@@ -90,14 +109,16 @@ class Agent:
         model = model or (conversation.model if same else None) or settings.model or \
             _default_model(chosen)
         conversation.provider, conversation.model = name, model
-        return cls._make(settings, chosen, model, conversation, toolbox, home, events)
+        agent = cls._make(settings, chosen, model, conversation, toolbox, home, events)
+        agent.saved = True
+        return agent
 
     @classmethod
     def _make(cls, settings, provider, model, conversation, toolbox, home, events) -> Agent:
         home = home or silica_home()
         info = provider.model_info(model)
         toolbox = toolbox or Toolbox(settings=settings, image_limits=info.limits)
-        store = ImageStore(home / "images", conversation.id, settings.store)
+        store = ImageStore(check_root(home / "images"), conversation.id, settings.store)
         return cls(settings, provider, model, conversation, toolbox, store, home,
                    events or AgentEvents())
 
@@ -111,8 +132,14 @@ class Agent:
         """Send a person's message; run model and tools until the model answers.
 
         Returns the model's final text. Raises ``ProviderError`` (the session is saved up to
-        the failed request), ``TurnLimitReached``, or ``SilicaError`` for an unusable image.
+        the failed request), ``TurnLimitReached``, ``SessionError`` when the session cannot
+        be saved (the conversation in memory stays valid), or ``SilicaError`` for an unusable
+        image or a ``max_turns`` under 1 (then nothing is sent or saved).
         """
+        if self.settings.max_turns < 1:  # model_copy skips validation: check it here
+            raise SilicaError(f"max_turns must be 1 or more, not {self.settings.max_turns}")
+        if answer_every_call(self.conversation):  # a turn that failed half-way
+            self.saved = False
         content: list = [TextBlock(text=text)] if text else []
         content.extend(self._user_image(path) for path in images)
         await self.toolbox.adiscover()  # once per Toolbox; later requests reuse it
@@ -150,21 +177,42 @@ class Agent:
         self._answer(calls, results)
 
     async def _call(self, call: ToolCall) -> ToolResult:
-        if self.events.on_tool_call:
-            self.events.on_tool_call(call)
-        return await self.toolbox.acall(call.name, call.arguments)
+        try:
+            if self.events.on_tool_call:
+                self.events.on_tool_call(call)
+            return await self.toolbox.acall(call.name, call.arguments)
+        except Exception as exc:  # a bug must not leave the call unanswered
+            return ToolResult.error(f"[the tool call failed inside silica: "
+                                    f"{type(exc).__name__}: {exc}]")
 
     def _answer(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
-        blocks = []
-        for call, result in zip(calls, results, strict=True):
-            content = self.store.put_message(result.blocks, alt=call.name)
-            blocks.append(ToolResultBlock(call_id=call.id, name=call.name,
-                                          is_error=result.is_error, content=content))
-            if self.events.on_tool_result:
-                paths = [self.store.path(b.ref) for b in content if isinstance(b, ImageRefBlock)]
-                self.events.on_tool_result(call, result, paths)
-        self.conversation.add("user", blocks)
-        self._save()
+        """Every call answered in one user message, then saved; the events see each result
+        (a failing view does not stop the save)."""
+        kept = [self._keep(call, result) for call, result in zip(calls, results, strict=True)]
+        self.conversation.add("user", [
+            ToolResultBlock(call_id=call.id, name=call.name, is_error=result.is_error,
+                            content=k.content)
+            for call, result, k in zip(calls, results, kept, strict=True)])
+        self.saved = False
+        on_result, on_note = self.events.on_tool_result, self.events.on_tool_note
+        try:
+            for call, result, k in zip(calls, results, kept, strict=True):
+                if on_result:
+                    on_result(call, result, k.images)
+                for note in k.notes if on_note else ():
+                    on_note(call, note)
+        finally:
+            self._save()
+
+    def _keep(self, call: ToolCall, result: ToolResult) -> Kept:
+        try:
+            return keep_result(result, name=call.name, store=self.store,
+                               folder=session_folder(self.conversation.id, self.home),
+                               max_chars=self.settings.max_result_chars)
+        except Exception as exc:  # the answer must exist, even if only as an error
+            problem = f"[the result could not be kept: {type(exc).__name__}: {exc}]"
+            return Kept(content=[TextBlock(text=problem)], images=[None] * len(result.images),
+                        notes=[problem.strip("[]")])
 
     def _user_image(self, path: Path):
         try:
@@ -177,8 +225,26 @@ class Agent:
             raise SilicaError(f"cannot use {path} as an image: {block.text}")
         return block.model_copy(update={"source": path.name})
 
+    def save(self) -> Path:
+        """Save the session now; ``SessionError`` (and ``saved`` false) if it cannot be."""
+        self.saved = False
+        path = save_session(self.conversation, self.home)
+        self.saved = True
+        return path
+
     def _save(self) -> None:
-        save_session(self.conversation, self.home)
+        self.save()
+
+    def forget_if_unanswered(self) -> bool:
+        """Remove the session if it was started here and the model never answered: nothing
+        in it is worth resuming. Whether it was removed (a resumed session never is)."""
+        if not self.started_here or any(m.role == "assistant"
+                                        for m in self.conversation.messages):
+            return False
+        with contextlib.suppress(SilicaError):
+            delete_session(self.conversation.id, self.home, missing_ok=True)
+        self.saved = False
+        return True
 
 
 def _default_model(provider: Provider) -> str:

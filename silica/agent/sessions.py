@@ -9,8 +9,14 @@ What callers may rely on:
 - ``save_session`` writes atomically (temporary file + ``os.replace``): a reader sees the old
   file or the new one, whole.
 - ``load_session`` returns a conversation equal to the one saved, or raises ``SessionError``
-  with a message naming the file and what is wrong; it never changes or removes a file.
-- ``list_sessions`` never raises for a bad file: it lists it with ``problem`` set.
+  with a message naming the file and what is wrong; it never changes or removes a file. A
+  tool call saved without its result (silica was stopped while the tool ran) is answered
+  with an error result in what it returns (``answer_every_call``), so a loaded session never
+  makes a provider refuse the next request.
+- ``list_sessions`` never raises for a bad file (not JSON, nested past what can be read, not
+  a session): it lists it with ``problem`` set.
+- ``delete_session`` removes a session's file, its folder of saved tool outputs
+  (``session_folder``) and its image folder; nothing else.
 
 Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
 """
@@ -20,13 +26,14 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from datetime import UTC, datetime
+import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from silica.agent.conversation import Conversation, ToolResultBlock
+from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
 from silica.blocks import ImageBlock, TextBlock
 from silica.errors import SilicaError
 from silica.fsutil import write_atomic
@@ -61,7 +68,15 @@ class SessionInfo(BaseModel):
     title: str = ""
     provider: str = ""
     model: str = ""
+    replies: int = 0  # messages from the model: 0 for a session it never answered
     problem: str = ""
+
+
+class DeletedSession(BaseModel):
+    """What ``delete_session`` removed: the session file first, then its folders."""
+
+    id: str
+    removed: list[Path]
 
 
 def sessions_dir(home: Path | None = None) -> Path:
@@ -83,6 +98,12 @@ def session_path(session_id: str, home: Path | None = None) -> Path:
     return sessions_dir(home) / f"{session_id}.json"
 
 
+def session_folder(session_id: str, home: Path | None = None) -> Path:
+    """The folder beside the session file that holds its saved tool outputs
+    (``<home>/sessions/<id>/``); ``SessionError`` for an id that is not one."""
+    return session_path(session_id, home).with_suffix("")
+
+
 def save_session(conversation: Conversation, home: Path | None = None) -> Path:
     """Write ``conversation`` to ``<home>/sessions/<id>.json`` atomically; returns the path.
 
@@ -91,14 +112,20 @@ def save_session(conversation: Conversation, home: Path | None = None) -> Path:
     """
     path = session_path(conversation.id, home)
     _refuse_bytes(conversation)
-    text = json.dumps({"format": FORMAT, "version": VERSION,
-                       "conversation": conversation.model_dump(mode="json")},
-                      indent=1, ensure_ascii=False)
+    try:
+        text = json.dumps({"format": FORMAT, "version": VERSION,
+                           "conversation": conversation.model_dump(mode="json")},
+                          indent=1, ensure_ascii=False)
+    except (ValueError, RecursionError) as exc:  # e.g. tool arguments nested too deep
+        raise SessionError(f"cannot save session {conversation.id}: its history cannot be "
+                           f"written as JSON ({exc}); start a new session") from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        # A lone surrogate (from a model's JSON) is written as its JSON escape, \uXXXX.
+        write_atomic(path, text.encode("utf-8", "backslashreplace"))
     except OSError as exc:
-        raise SessionError(f"cannot save session to {path}: {exc}") from exc
+        raise SessionError(f"cannot save session to {path}: {exc.strerror or exc}; free some "
+                           f"disk space or fix the permissions of {path.parent}") from exc
     return path
 
 
@@ -112,6 +139,7 @@ def load_session(session_id: str, home: Path | None = None) -> Conversation:
     if conversation.id != session_id:
         raise SessionError(f"{path} holds session {conversation.id!r}, not {session_id!r}; "
                            "the file was left as it is: rename it or move it away")
+    answer_every_call(conversation)  # in memory only: saved with the next turn
     return conversation
 
 
@@ -128,7 +156,10 @@ def list_sessions(home: Path | None = None) -> list[SessionInfo]:
         try:
             conversation = _read(path)
         except SessionError as exc:
-            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            try:
+                mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            except OSError:
+                continue  # removed while listing
             found.append(SessionInfo(id=path.stem, path=path, created=None, updated=mtime,
                                      problem=str(exc)))
             continue
@@ -136,8 +167,48 @@ def list_sessions(home: Path | None = None) -> list[SessionInfo]:
             id=conversation.id, path=path, created=conversation.created,
             updated=conversation.updated, turns=conversation.turn,
             messages=len(conversation.messages), title=title(conversation),
-            provider=conversation.provider, model=conversation.model))
+            provider=conversation.provider, model=conversation.model,
+            replies=sum(m.role == "assistant" for m in conversation.messages)))
     return sorted(found, key=lambda s: (s.updated, s.id), reverse=True)
+
+
+def delete_session(session_id: str, home: Path | None = None, *,
+                   missing_ok: bool = False) -> DeletedSession:
+    """Remove session ``session_id``: its file (readable or not), its folder of saved tool
+    outputs and its image folder (a link there is removed, never what it points to).
+    ``SessionError`` for an unknown id (nothing is removed; with ``missing_ok`` its folders
+    still are) or a file that cannot be removed."""
+    path = session_path(session_id, home)
+    if not path.is_file() and not missing_ok:
+        raise SessionError(f"no session {session_id}; run `silica sessions list` to see the "
+                           "ids")
+    images = (home or silica_home()) / "images" / session_id
+    removed = [target for target in (path, session_folder(session_id, home), images)
+               if _remove(target)]
+    return DeletedSession(id=session_id, removed=removed)
+
+
+def delete_sessions(session_ids: list[str],
+                    home: Path | None = None) -> list[DeletedSession]:
+    """``delete_session`` for each id, once each; every id is checked first, so an unknown
+    one raises ``SessionError`` before anything is removed."""
+    ids = list(dict.fromkeys(session_ids))
+    for session_id in ids:
+        if not session_path(session_id, home).is_file():
+            raise SessionError(f"no session {session_id}; run `silica sessions list` to see "
+                               "the ids (nothing was deleted)")
+    return [delete_session(session_id, home) for session_id in ids]
+
+
+def find_sessions(*, empty: bool = False, older_than: float | None = None,
+                  now: datetime | None = None, home: Path | None = None) -> list[SessionInfo]:
+    """Readable sessions that match every filter given: ``empty`` (the model never
+    answered), ``older_than`` days since the last update. A file with a ``problem`` never
+    matches (delete it by id)."""
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=older_than or 0)
+    return [s for s in list_sessions(home) if not s.problem
+            and (not empty or s.replies == 0)
+            and (older_than is None or s.updated < cutoff)]
 
 
 def title(conversation: Conversation) -> str:
@@ -155,9 +226,12 @@ def title(conversation: Conversation) -> str:
 
 
 def _read(path: Path) -> Conversation:
+    """The conversation in ``path``; every way the file can be bad is a ``SessionError``."""
     keep = "the file was left as it is: fix it or move it away"
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError as exc:  # a hostile or broken file nested deeper than Python goes
+        raise SessionError(f"{path} is nested too deeply to be read; {keep}") from exc
     except OSError as exc:
         raise SessionError(f"cannot read session file {path}: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -173,6 +247,8 @@ def _read(path: Path) -> Conversation:
                            "upgrade silica")
     try:
         return Conversation.model_validate(data.get("conversation"))
+    except RecursionError as exc:
+        raise SessionError(f"{path} is nested too deeply to be read; {keep}") from exc
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'conversation'}: {e['msg']}"
@@ -180,6 +256,22 @@ def _read(path: Path) -> Conversation:
         more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
         raise SessionError(f"{path} holds an invalid conversation: {problems}{more}; "
                            f"{keep}") from exc
+
+
+def _remove(target: Path) -> bool:
+    """Remove a file, link or folder tree; whether there was one. ``SessionError`` if it
+    cannot be removed."""
+    try:
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)  # removes links inside, never what they point to
+        else:
+            return False
+    except OSError as exc:
+        raise SessionError(f"cannot remove {target}: {exc.strerror or exc}; check its "
+                           "permissions and try again") from exc
+    return True
 
 
 def _refuse_bytes(conversation: Conversation) -> None:

@@ -13,7 +13,10 @@ What callers may rely on:
   a whole image or none, and no temporary file is left behind.
 - ``put`` never raises for an image it will not keep: it returns a ``TextBlock`` notice that
   starts ``[image not kept:`` and says why (``StoreSettings`` limits). It raises
-  ``StoreError`` only when the disk itself fails.
+  ``StoreError`` only when the disk itself fails; ``put_message(..., keep_going=True)`` turns
+  that into a notice too, so a result is never lost for want of disk.
+- A ``root`` that exists but is not a folder is a ``StoreError`` saying to move it away
+  (``check_root``, and ``cleanup``), never a traceback.
 - ``read`` returns the exact bytes that were put, or raises ``StoreError`` saying the file is
   missing or was changed.
 
@@ -61,6 +64,16 @@ class StoreError(SilicaError):
 def default_root() -> Path:
     """``$SILICA_HOME/images``: where sessions' image folders live."""
     return silica_home() / "images"
+
+
+def check_root(root: Path) -> Path:
+    """``root`` if it is a folder or does not exist yet, else ``StoreError`` saying what to do."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise StoreError(
+            f"{root} is a file, not a folder: silica keeps each session's images in it. Move "
+            "that file away (or remove it) and run the command again")
+    return root
 
 
 def check_session(session: str) -> str:
@@ -115,10 +128,11 @@ class ImageStore:
         return self._used
 
     def _image_files(self) -> list[Path]:
-        if not self.folder.is_dir():
+        try:
+            return [p for p in self.folder.iterdir()
+                    if not p.name.startswith(".") and p.is_file() and not p.is_symlink()]
+        except OSError:  # no folder yet, or one that cannot be read: nothing counted
             return []
-        return [p for p in self.folder.iterdir()
-                if not p.name.startswith(".") and p.is_file() and not p.is_symlink()]
 
     # -- writing --------------------------------------------------------------------------
 
@@ -153,12 +167,14 @@ class ImageStore:
             self._write(target, data)
         return ImageRefBlock(ref=ref, alt=alt)
 
-    def put_message(self, blocks: list, alt: str = "") -> list:
+    def put_message(self, blocks: list, alt: str = "", *, keep_going: bool = False) -> list:
         """``blocks`` with each ``ImageBlock`` put into the store (other blocks as they are);
         ``alt`` as for ``put``.
 
         Images past ``store.max_images_per_message`` (counting refs already in ``blocks``)
-        are replaced, where the first of them was, by one ``[image not kept:`` notice.
+        are replaced, where the first of them was, by one ``[image not kept:`` notice. With
+        ``keep_going``, an image the disk refuses (full, read-only, not a folder) becomes an
+        ``[image not kept:`` notice saying why instead of raising ``StoreError``.
         """
         limit = self.settings.max_images_per_message
         out: list = []
@@ -175,7 +191,16 @@ class ImageStore:
                     notice_at = len(out)
                     out.append(None)  # placeholder for the notice
                 continue
-            out.append(self.put(block, alt) if isinstance(block, ImageBlock) else block)
+            if not isinstance(block, ImageBlock):
+                out.append(block)
+                continue
+            try:
+                out.append(self.put(block, alt))
+            except (StoreError, OSError) as exc:
+                if not keep_going:
+                    raise
+                out.append(_not_kept(f"{_describe(block, alt or block.source)} could not be "
+                                     f"written to the image store: {exc}"))
         if notice_at is not None:
             what = "image was" if dropped == 1 else "images were"
             out[notice_at] = _not_kept(
@@ -200,6 +225,10 @@ class ImageStore:
             previous = target.stat().st_size if replaced else 0  # a changed copy, rewritten
             write_atomic(target, data, prefix=_TEMP_PREFIX)
         except OSError as exc:
+            check_root(self.root)  # a root that is a file says so, with what to do
+            if self.folder.exists() and not self.folder.is_dir():
+                raise StoreError(f"cannot write image to {target}: {self.folder} is a file, "
+                                 "not a folder; move it away") from exc
             raise StoreError(f"cannot write image to {target}: {exc}; check the disk and the "
                              f"permissions of {self.folder}") from exc
         self._used = used - previous + len(data)
@@ -232,7 +261,9 @@ def cleanup(root: Path, keep_days: int, now: float | datetime | None = None) -> 
 
     ``now`` is a timestamp or an aware datetime (default: the current time). Only folders
     with a valid session name are considered; symlinks are neither followed nor removed, and
-    nothing outside ``root`` is touched. Returns how many folders were removed.
+    nothing outside ``root`` is touched. Returns how many folders were removed. A ``root``
+    that is a file raises ``StoreError`` (see ``check_root``); one that cannot be read is
+    left for next time.
     """
     if isinstance(now, datetime):
         now = now.timestamp()
@@ -240,8 +271,10 @@ def cleanup(root: Path, keep_days: int, now: float | datetime | None = None) -> 
     root = Path(root)
     removed = 0
     try:
-        entries = list(os.scandir(root))
+        entries = list(os.scandir(check_root(root)))
     except FileNotFoundError:
+        return 0
+    except OSError:  # unreadable: cleaning up is never worth failing a command for
         return 0
     for entry in entries:
         if not SESSION_PATTERN.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
