@@ -21,6 +21,7 @@ from conftest import cyclopts_tool, script_tool, simple_spec
 
 from silica import packs
 from silica.packs.lock import LOCK_NAME
+from silica.packs.locking import FLOCK_NAME
 from silica.packs.manifest import manifest_toml
 from silica.packs.sources import SourceKind, parse_source
 from silica.tools.toolbox import Toolbox
@@ -424,7 +425,7 @@ def test_a_lock_file_that_cannot_be_written_leaves_the_old_version(tmp_path, hom
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("silica.packs.store.write_lock", full_disk)
+    monkeypatch.setattr("silica.packs.journal.write_lock", full_disk)
     with pytest.raises(packs.PackError, match="No space left on device; check the free space"):
         packs.update("team")
 
@@ -438,7 +439,7 @@ def test_remove_takes_the_folder_and_the_lock_entry(tmp_path, home):
 
     packs.remove("alpha")
 
-    assert sorted(os.listdir(home / "packs")) == ["bravo", LOCK_NAME]
+    assert sorted(os.listdir(home / "packs")) == [FLOCK_NAME, "bravo", LOCK_NAME]
     assert [p.name for p in packs.installed()] == ["bravo"]
     assert set(pack_tools("alpha")) == set()
     with pytest.raises(packs.PackError, match="no pack named 'alpha' is installed"):

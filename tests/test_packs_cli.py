@@ -12,6 +12,8 @@ from conftest import script_tool
 from test_packs import commit_all, git, make_pack, make_repo
 
 from silica import packs
+from silica.packs.authoring import PACK_PLACEHOLDER, TOOL_PLACEHOLDERS
+from silica.tools.scaffold import TEMPLATE
 
 
 def silica(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -69,7 +71,8 @@ def test_errors_go_to_stderr_with_a_non_zero_exit(tmp_path, home):
 
 
 def test_install_over_another_source_needs_force(tmp_path):
-    silica("packs", "install", str(make_pack(tmp_path / "one")))
+    done = silica("packs", "install", str(make_pack(tmp_path / "one")))
+    assert done.returncode == 0, done.stderr
     other = make_pack(tmp_path / "two")
 
     done = silica("packs", "install", str(other))
@@ -98,17 +101,43 @@ def test_update_refuses_local_edits_until_forced(tmp_path, home):
     assert "team 0.1.0 -> 0.2.0" in done.stdout
 
 
-def test_new_then_check_passes_then_install_runs_it(tmp_path, project):
+def replace_placeholders(folder: Path) -> None:
+    """Do what the author of a new pack is asked to: describe the pack and its tool."""
+    manifest = folder / "silica-pack.toml"
+    manifest.write_text(manifest.read_text().replace(PACK_PLACEHOLDER, "repeat text"))
+    for tool in folder.glob("[!_]*.py"):
+        tool.write_text(tool.read_text().replace(TOOL_PLACEHOLDERS[0], "repeats text")
+                        .replace(f" ({TOOL_PLACEHOLDERS[1]})", ""))
+
+
+def test_new_then_check_flags_the_placeholders_then_passes_then_install_runs_it(tmp_path,
+                                                                               project):
+    assert all(phrase in TEMPLATE for phrase in TOOL_PLACEHOLDERS)
     done = silica("packs", "new", "my-pack", cwd=project)
     assert done.returncode == 0, done.stderr
     folder = project / "my-pack"
     assert (folder / "silica-pack.toml").is_file() and (folder / "my_pack.py").is_file()
+    assert "placeholder text must go" in done.stdout
 
     done = silica("packs", "check", str(folder), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert not report["ok"] and report["problems"] == [
+        "silica-pack.toml: field 'description' is still the placeholder from 'silica packs "
+        "new'; say in one line what the pack's tools do",
+        "my_pack.py still has placeholder text from the tool template ('say what this tool "
+        "does in one line'); describe what the tool does in its docstrings"]
+    done = silica("packs", "check", str(folder))
+    assert done.returncode == 1 and "ready to publish" not in done.stdout
+    assert "1 tools, 0 broken, 2 problems" in done.stderr
+
+    replace_placeholders(folder)
+    done = silica("packs", "check", str(folder), "--json")
+    assert done.returncode == 0, done.stdout
     report = json.loads(done.stdout)
     assert report["ok"] and report["manifest"]["name"] == "my-pack"
     assert [(t["name"], t["status"]) for t in report["tools"]] == [("my_pack", "ok")]
+    assert "ready to publish" in silica("packs", "check", str(folder)).stdout
 
     assert silica("packs", "install", str(folder)).returncode == 0
     done = silica("tools", "run", "my_pack", "--input", '{"text": "hi", "repeat": 2}',
@@ -118,6 +147,52 @@ def test_new_then_check_passes_then_install_runs_it(tmp_path, project):
 
     done = silica("packs", "new", "my-pack", cwd=project)
     assert done.returncode == 1 and "not an empty folder" in done.stderr
+
+
+def test_add_tool_writes_into_the_pack_and_check_suggests_it(tmp_path, home):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "silica-pack.toml").write_text('name = "src"\nversion = "1"\n'
+                                          'description = "Echo tools."\n')
+    done = silica("packs", "check", str(src))
+    assert done.returncode == 1
+    assert f"the pack has no tools; add one with 'silica packs add-tool {src} NAME'" \
+        in done.stderr
+    assert "tools new" not in done.stderr
+
+    done = silica("packs", "add-tool", str(src), "echo")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"Created {src / 'echo.py'}")
+    assert not (home / "tools").exists()  # nothing written outside the pack
+    report = json.loads(silica("packs", "check", str(src), "--json").stdout)
+    assert [t["name"] for t in report["tools"]] == ["echo"]
+    assert report["problems"] == ["echo.py still has placeholder text from the tool template "
+                                  "('say what this tool does in one line'); describe what "
+                                  "the tool does in its docstrings"]
+
+    (src / "silica-pack.toml").write_text('name = "src"\nversion = "1"\n'
+                                          'description = "Echo tools."\ntools = ["echo"]\n')
+    done = silica("packs", "add-tool", str(src), "other")
+    assert done.returncode == 0 and (src / "other.py").is_file()
+    assert "add 'other' to 'tools' there" in done.stderr
+
+    for args, reason in (((str(src), "echo"), "already exists"),
+                         ((str(tmp_path / "nowhere"), "x"), "is not a folder"),
+                         ((str(tmp_path), "x"), "silica-pack.toml is missing")):
+        done = silica("packs", "add-tool", *args)
+        assert done.returncode == 1 and reason in done.stderr, args
+
+
+def test_a_file_that_is_not_an_archive_is_refused_in_words(tmp_path, home):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+
+    done = silica("packs", "install", str(notes))
+
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip() == (f"error: {notes} is not a .tar.gz, .tgz, .tar or .zip "
+                                   "archive: it is a text file; give a pack folder, a git URL "
+                                   "or an archive")
 
 
 def test_check_reports_a_broken_pack(tmp_path):

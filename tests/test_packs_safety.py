@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_packs import call_text, commit_all, git, make_pack, make_repo, snapshot
+from test_packs import call_text, commit_all, git, make_pack, make_repo, snapshot, tar_of
 
 from silica import packs
 from silica.packs.safety import MAX_FILES, MAX_TOTAL_BYTES, member_path
@@ -87,6 +88,27 @@ def many_files(tmp_path: Path) -> Path:
                                    range(MAX_FILES)))
 
 
+def empty_folders(tmp_path: Path) -> Path:
+    """A small archive of 20,000 empty folders: no file at all, but an inode each."""
+    return hostile_tar(tmp_path, *(entry(f"pack/d/{i}", tarfile.DIRTYPE) for i in
+                                   range(20_000)))
+
+
+def deep_folders(tmp_path: Path) -> Path:
+    """100 files, each 120 folders deep: every folder a path implies is made, so it counts."""
+    return hostile_tar(tmp_path, *(entry(f"pack/{i}/" + "d/" * 120 + "x.py") for i in
+                                   range(100)))
+
+
+def cut_short(tmp_path: Path) -> Path:
+    whole = tar_of(make_pack(tmp_path / "src"), tmp_path / "whole.tgz").read_bytes()
+    (tmp_path / "cut.tgz").write_bytes(whole[:len(whole) // 2])
+    return tmp_path / "cut.tgz"
+
+
+ENTRIES_CAP = "more than 10,000 files, folders and links"
+
+
 HOSTILE = {
     "zip-slip": (lambda p: hostile_zip(p, ("../evil.py", b"x")), "'..' component"),
     "zip absolute": (lambda p: hostile_zip(p, (str(p / "outside" / "evil.py"), b"x")),
@@ -122,10 +144,19 @@ HOSTILE = {
     "tar device": (lambda p: hostile_tar(p, entry("pack/mem", tarfile.CHRTYPE)),
                    "a character device"),
     "tar huge file": (sparse_tar, "more than 50 MiB"),
-    "tar too many files": (many_files, "more than 10,000 files"),
+    "tar too many files": (many_files, ENTRIES_CAP),
+    "tar of 20,000 empty folders": (empty_folders, ENTRIES_CAP),
+    "tar of files 120 folders deep": (deep_folders, ENTRIES_CAP),
+    "tar of a name too long": (lambda p: hostile_tar(p, entry("pack/" + "d/" * 600 + "x")),
+                               "has a name longer than 1,024 characters"),
     "tar duplicate": (lambda p: hostile_tar(p, entry("pack/greet.py")), "greet.py twice"),
     "not an archive": (lambda p: (p / "x.zip").write_bytes(b"hello") and p / "x.zip",
-                       "not a readable tar or zip archive"),
+                       "x.zip is not a .tar.gz, .tgz, .tar or .zip archive: it is a text file; "
+                       "give a pack folder, a git URL or an archive"),
+    "an empty file": (lambda p: (p / "x.tgz").write_bytes(b"") or p / "x.tgz",
+                      "x.tgz is not a .tar.gz, .tgz, .tar or .zip archive: it is empty"),
+    "a gzip cut short": (cut_short, "cut.tgz is not a .tar.gz, .tgz, .tar or .zip archive: it "
+                                    "is damaged or cut short"),
 }
 
 
@@ -163,6 +194,36 @@ def test_links_inside_the_pack_are_kept(tmp_path, home):
 
     assert os.readlink(home / "packs" / "team" / "data") == "shared"
     assert call_text("greet") == "through a link"
+
+
+def test_a_folder_of_many_empty_folders_is_refused_before_a_copy(tmp_path, home):
+    src = make_pack(tmp_path / "src")
+    for i in range(MAX_FILES):
+        (src / "d" / str(i)).mkdir(parents=True)
+    with pytest.raises(packs.UnsafePack, match=ENTRIES_CAP):
+        packs.install(str(src))
+    assert not (home / "packs").exists()
+
+
+def test_a_git_tree_over_the_cap_is_refused_before_checkout(tmp_path, home):
+    """5,000 folders of one file each: 5,002 files, under the old count; 10,002 entries."""
+    repo = make_repo(tmp_path / "repo")
+
+    def plumbing(*args: str, given: str = "") -> str:
+        return subprocess.run(["git", *args], cwd=repo, input=given, text=True,
+                              capture_output=True, check=True).stdout.strip()
+
+    blob = plumbing("hash-object", "-w", "--stdin")
+    folder = plumbing("mktree", given=f"100644 blob {blob}\tx\n")
+    listing = plumbing("ls-tree", "HEAD") + "\n" + \
+        "".join(f"040000 tree {folder}\td{i}\n" for i in range(5000))
+    top = plumbing("mktree", given=listing)
+    commit = git(repo, "commit-tree", top, "-p", "HEAD", "-m", "many folders")
+    git(repo, "update-ref", "refs/heads/main", commit)
+
+    with pytest.raises(packs.UnsafePack, match=ENTRIES_CAP):
+        packs.install(str(repo))
+    assert not (home / "packs").exists()
 
 
 @pytest.mark.parametrize(("target", "reason"), [

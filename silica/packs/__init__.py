@@ -9,11 +9,13 @@ folder, a git repository or an archive into ``$SILICA_HOME/packs/<name>/``.
     packs.remove("team-tools")
     packs.check_pack(Path("my-pack"))   # for authors: a CheckReport
     packs.new_pack("my-pack")
+    packs.add_tool(Path("my-pack"), "weather")   # my-pack/weather.py to start from
 
 Every error is a ``PackError`` (a ``SilicaError``) whose message says what to do. The parts:
 ``manifest`` (the manifest), ``sources`` (folder, git, archive), ``safety`` (the rules and
-caps), ``archives`` (unpacking), ``contents`` (copy, hash), ``lock`` (the lock file),
-``store`` (install, update, remove), ``authoring`` (new, check).
+caps), ``archives`` (unpacking), ``download`` (http), ``contents`` (copy, hash), ``lock``
+(the lock file), ``locking`` (one command at a time), ``journal`` (crash-safe changes),
+``store`` (install, update, remove), ``authoring`` (new, add a tool, check).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any
 _API = {
     "install": "store", "update": "store", "remove": "store", "installed": "store",
     "get_pack": "store", "Change": "store", "InstalledPack": "store",
-    "check_pack": "authoring", "new_pack": "authoring", "CheckReport": "authoring",
+    "check_pack": "authoring", "new_pack": "authoring", "add_tool": "authoring",
+    "CheckReport": "authoring",
     "PackManifest": "manifest", "read_manifest": "manifest", "MANIFEST_NAME": "manifest",
     "LockEntry": "lock", "packs_dir": "folders",
     "PackError": "errors", "ManifestError": "errors", "UnsafePack": "errors",

@@ -1,7 +1,8 @@
 """Unpacking a pack's archive (tar, tar.gz, tgz, tar.bz2, tar.xz, zip), member by member.
 
 Every member is checked first (``silica.packs.safety``): a bad name, a link out of the
-pack, a device or FIFO, or an archive over the caps is refused before anything is written.
+pack, a device or FIFO, or an archive over the caps (every file, folder and link counts, the
+folders a member's path implies too) is refused before anything is written.
 Then folders are made, files written (never through a link: links are made last), hard
 links copied from the file they name, and every link is checked once more as it resolves
 on disk. Nothing is ever written outside ``dest``.
@@ -48,8 +49,18 @@ class _Member:
     source: object = None  # the tar or zip member to read
 
 
-def extract(archive: Path, dest: Path) -> None:
-    """Unpack ``archive`` into the new folder ``dest``; raises ``PackError``/``UnsafePack``."""
+# The first bytes of each format we read: (offset, magic).
+_MAGIC = ((0, b"PK\x03\x04"), (0, b"PK\x05\x06"), (0, b"\x1f\x8b"), (0, b"BZh"),
+          (0, b"\xfd7zXZ\x00"), (257, b"ustar"))
+
+
+def extract(archive: Path, dest: Path, label: str | None = None) -> None:
+    """Unpack ``archive`` into the new folder ``dest``; raises ``PackError``/``UnsafePack``.
+
+    A file that is not a readable archive is refused with a message naming ``label`` (default:
+    the file's name) and why, never the archive libraries' internals.
+    """
+    label = label or archive.name
     with open(archive, "rb") as f:
         head = f.read(512)
     try:
@@ -63,9 +74,26 @@ def extract(archive: Path, dest: Path) -> None:
             members = (_tar_member(m) for m in tar)
             _unpack(members, dest, lambda m: tar.extractfile(m.source))
     except _UNREADABLE as exc:
-        reason = "it is empty" if not head else str(exc) or type(exc).__name__
-        raise PackError(f"{archive.name} is not a readable tar or zip archive ({reason}); "
-                        "a pack archive is a .tar.gz, .tgz or .zip of the pack folder") from exc
+        raise PackError(f"{label} is not a .tar.gz, .tgz, .tar or .zip archive: "
+                        f"{_why_unreadable(head, exc)}; give a pack folder, a git URL or an "
+                        "archive") from exc
+
+
+def _why_unreadable(head: bytes, exc: BaseException) -> str:
+    """In words, why ``head`` (a file's first bytes) did not unpack."""
+    if not head:
+        return "it is empty"
+    if not any(head[at:at + len(magic)] == magic for at, magic in _MAGIC):
+        try:
+            head[:-4].decode("utf-8")  # the last bytes may cut a character in two
+        except UnicodeDecodeError:
+            return "its first bytes are not those of any of these formats"
+        return "it is a text file" if b"\0" not in head else \
+            "its first bytes are not those of any of these formats"
+    detail = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
+    if isinstance(exc, tarfile.ReadError) and "could not be opened" in detail:
+        detail = "no tar archive inside"  # tarfile lists every method it tried: not for users
+    return f"it is damaged or cut short ({detail})"
 
 
 def _tar_member(m: tarfile.TarInfo) -> _Member | None:
@@ -122,18 +150,24 @@ def _plan(members: Iterable[_Member | None]) -> list[_Member]:
     for m in members:
         if m is None:
             continue
+        # Deepest first, up to the first folder already known: its own parents are known too.
         for parent in m.rel.parents:
-            if parent.parts and kinds.setdefault(parent, "dir") != "dir":
+            known = kinds.get(parent)
+            if not parent.parts or known == "dir":
+                break
+            if known is not None:
                 raise UnsafePack(f"{parent} is both a file and a folder in the archive")
+            kinds[parent] = "dir"
+            budget.add_entry(parent)  # a folder a path implies is made all the same
         seen = kinds.get(m.rel)
         if seen is not None and not (seen == m.kind == "dir"):
             raise UnsafePack(f"the archive holds {m.rel} twice; refusing to guess which to use")
         if m.kind == "hardlink" and kinds.get(PurePosixPath(m.target)) != "file":
             raise UnsafePack(f"the hard link {m.rel} points to {m.target!r}, which is not "
                              "a file earlier in the archive; links may point only inside")
+        if seen is None:
+            budget.add_entry(m.rel)
         kinds[m.rel] = m.kind
-        if m.kind != "dir":
-            budget.add_file(m.rel)
         if m.kind == "file":
             budget.add_bytes(m.rel, m.size)  # the header's word; checked again while writing
         plan.append(m)

@@ -1,5 +1,5 @@
-"""For pack authors: start a pack (``new_pack``) and check one before publishing it
-(``check_pack``)."""
+"""For pack authors: start a pack (``new_pack``), add a tool to it (``add_tool``), and check
+it before publishing it (``check_pack``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ from silica.packs.manifest import (
 from silica.packs.safety import walk_pack
 from silica.tools.discovery import Progress
 from silica.tools.model import Tool, ToolFolder
+
+# Text that ``new_pack`` and the tool template write for the author to replace.
+PACK_PLACEHOLDER = "say in one line what they do"
+TOOL_PLACEHOLDERS = ("say what this tool does in one line",
+                     "replace this with what your tool does")
 
 
 @dataclass
@@ -93,9 +98,45 @@ def check_pack(path: Path, progress: Progress | None = None) -> CheckReport:
             report.problems.append(f"{MANIFEST_NAME}: field 'tools' lists {stem!r}, but there "
                                    f"is no {stem}.py; add the file or take it off the list")
     if not report.tools:
-        report.problems.append("the pack has no tools; add a tool file (silica tools new "
-                               "NAME writes one to start from)")
+        report.problems.append(f"the pack has no tools; add one with 'silica packs add-tool "
+                               f"{path} NAME' (it writes NAME.py in the pack to start from)")
+    report.problems += _placeholders(report)
     return report
+
+
+def _placeholders(report: CheckReport) -> list[str]:
+    """The text from ``packs new`` and the tool template that the author has yet to replace."""
+    found = []
+    if report.manifest and PACK_PLACEHOLDER in report.manifest.description:
+        found.append(f"{MANIFEST_NAME}: field 'description' is still the placeholder from "
+                     "'silica packs new'; say in one line what the pack's tools do")
+    for tool in report.tools:
+        try:
+            text = tool.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # the tool's own status already says it cannot be read
+        left = [phrase for phrase in TOOL_PLACEHOLDERS if phrase in text]
+        if left:
+            found.append(f"{tool.path.name} still has placeholder text from the tool template "
+                         f"({left[0]!r}); describe what the tool does in its docstrings")
+    return found
+
+
+def add_tool(folder: Path, name: str) -> Path:
+    """Write ``<folder>/<name>.py``, a working tool to start from, into the pack at ``folder``.
+
+    Raises ``ManifestError`` if ``folder`` holds no valid pack manifest, and ``SilicaError``
+    if the name is not a valid tool name or the file exists. The pack's manifest is left as
+    it is: a pack that lists its ``tools`` exposes the new one once it is listed there.
+    """
+    from silica.tools.scaffold import new_tool
+
+    folder = folder.expanduser().resolve()
+    if not folder.is_dir():
+        raise PackError(f"{folder} is not a folder; pass the folder of a pack (start one "
+                        "with 'silica packs new NAME')")
+    read_manifest(folder)
+    return new_tool(folder, name)
 
 
 def new_pack(name: str, folder: Path | None = None) -> Path:

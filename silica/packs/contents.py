@@ -26,12 +26,14 @@ _CHUNK = 1024 * 1024
 def copy_pack(src: Path, dest: Path) -> None:
     """Copy the pack tree at ``src`` to the new folder ``dest``, checking every entry.
 
-    Raises ``UnsafePack`` (see ``silica.packs.safety``); ``.git`` and ``__pycache__`` are
-    left behind. Files are written readable by all, executable only if they were.
+    Raises ``UnsafePack`` (see ``silica.packs.safety``) before ``dest`` is made: the whole
+    tree is listed and counted first. ``.git`` and ``__pycache__`` are left behind. Files are
+    written readable by all, executable only if they were.
     """
+    entries = list(walk_pack(src))  # at most MAX_FILES: a tree over the cap stops the listing
     dest.mkdir(mode=0o755)
     written = Budget()
-    for entry in walk_pack(src):
+    for entry in entries:
         target = dest.joinpath(*entry.rel.parts)
         if entry.kind == "dir":
             target.mkdir(mode=0o755)

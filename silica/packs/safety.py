@@ -2,8 +2,9 @@
 
 A pack comes from someone else. Whatever its source, its files may not reach outside the
 pack: no absolute paths, no ``..``, no link that resolves outside, no devices, FIFOs or
-sockets, and no more than ``MAX_FILES`` files or ``MAX_TOTAL_BYTES`` bytes in all. Every rule
-is checked before a byte is written, and again while copying (a file can grow in between).
+sockets, and no more than ``MAX_FILES`` entries (files, folders and links: each costs an
+inode) or ``MAX_TOTAL_BYTES`` bytes in all. Every rule is checked before a byte is written, and
+again while copying (a file can grow in between).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path, PurePosixPath
 
 from silica.packs.errors import UnsafePack
 
-MAX_FILES = 10_000
+MAX_FILES = 10_000  # entries: files, folders and links alike
 MAX_TOTAL_BYTES = 50 * 1024 * 1024  # unpacked, all files together
 MAX_DOWNLOAD_BYTES = 50 * 1024 * 1024  # an archive fetched over http(s)
+MAX_NAME = 1024  # characters in an archive member's path: deep paths cost time and inodes
 
 # Never part of a pack: version control, bytecode.
 SKIPPED_NAMES = frozenset({".git", "__pycache__"})
@@ -33,8 +35,12 @@ def member_path(name: str) -> PurePosixPath | None:
     """The relative path an archive member may be written to, or None for the root itself.
 
     Raises ``UnsafePack`` for an absolute path, a ``..`` component, a drive, a backslash or a
-    NUL: names that could land outside the pack on some system.
+    NUL (names that could land outside the pack on some system), or a name longer than
+    ``MAX_NAME`` characters.
     """
+    if len(name) > MAX_NAME:
+        raise UnsafePack(f"the entry {name[:60]!r}... has a name longer than {MAX_NAME:,} "
+                         "characters; such names are refused")
     if "\0" in name or "\\" in name:
         raise UnsafePack(f"the entry {name!r} has a backslash or NUL in its name; "
                          "such names are refused")
@@ -73,17 +79,19 @@ def check_link_resolves(root: Path, path: Path, rel: PurePosixPath) -> None:
 
 
 class Budget:
-    """Counts files and bytes against the caps; raises ``UnsafePack`` past either."""
+    """Counts entries (files, folders, links) and bytes against the caps; raises
+    ``UnsafePack`` past either."""
 
-    def __init__(self, max_files: int = MAX_FILES, max_bytes: int = MAX_TOTAL_BYTES) -> None:
-        self.max_files, self.max_bytes = max_files, max_bytes
-        self.files = self.bytes = 0
+    def __init__(self, max_entries: int = MAX_FILES, max_bytes: int = MAX_TOTAL_BYTES) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.entries = self.bytes = 0
 
-    def add_file(self, rel: PurePosixPath | str) -> None:
-        self.files += 1
-        if self.files > self.max_files:
-            raise UnsafePack(f"the pack holds more than {self.max_files:,} files (the limit); "
-                             "a pack should hold tools, not data sets")
+    def add_entry(self, rel: PurePosixPath | str) -> None:
+        """Count one file, folder or link; a folder costs an inode like any file."""
+        self.entries += 1
+        if self.entries > self.max_entries:
+            raise UnsafePack(f"the pack holds more than {self.max_entries:,} files, folders and "
+                             "links (the limit); a pack should hold tools, not data sets")
 
     def add_bytes(self, rel: PurePosixPath | str, size: int) -> None:
         self.bytes += size
@@ -116,7 +124,8 @@ def walk_pack(root: Path, budget: Budget | None = None) -> Iterator[Entry]:
     """Every entry under ``root`` (parents before children, sorted), each checked.
 
     ``.git`` and ``__pycache__`` are skipped. Raises ``UnsafePack`` for a link that leads
-    out of ``root``, a device, FIFO or socket, or a tree over the caps.
+    out of ``root``, a device, FIFO or socket, or a tree over the caps (folders count as
+    entries too).
     """
     budget = budget or Budget()
     queue = [(root, PurePosixPath())]
@@ -134,13 +143,14 @@ def walk_pack(root: Path, budget: Budget | None = None) -> Iterator[Entry]:
             if stat.S_ISLNK(st.st_mode):
                 check_link_target(rel, os.readlink(path))
                 check_link_resolves(root, path, rel)
-                budget.add_file(rel)
+                budget.add_entry(rel)
                 yield Entry(rel, path, "link", link=os.readlink(path))
             elif stat.S_ISDIR(st.st_mode):
+                budget.add_entry(rel)
                 yield Entry(rel, path, "dir")
                 queue.append((path, rel))
             elif stat.S_ISREG(st.st_mode):
-                budget.add_file(rel)
+                budget.add_entry(rel)
                 budget.add_bytes(rel, st.st_size)
                 yield Entry(rel, path, "file", mode=st.st_mode)
             else:

@@ -11,25 +11,22 @@ import hashlib
 import os
 import re
 import subprocess
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-import silica
 from silica.packs.archives import extract
-from silica.packs.errors import ManifestError, PackError, UnsafePack
+from silica.packs.download import download
+from silica.packs.errors import ManifestError, PackError
 from silica.packs.manifest import MANIFEST_NAME
-from silica.packs.safety import MAX_DOWNLOAD_BYTES
+from silica.packs.safety import Budget
 
 Status = Callable[[str], None]
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 GIT_TIMEOUT = 600.0
-DOWNLOAD_TIMEOUT = 60.0
 _GIT_URL = re.compile(r"^(git|ssh|file|git\+ssh|ssh\+git)://|^[\w.-]+@[\w.-]+:")
 
 
@@ -119,11 +116,12 @@ def fetch(source: Source, work: Path, status: Status | None = None) -> Fetched:
     archive = Path(source.location)
     if source.is_url:
         archive = work / "download"
-        digest = _download(source.location, archive, say)
+        say(f"downloading {source.location}")
+        digest = download(source.location, archive, say)
     else:
         digest = _sha256(archive)
     say(f"unpacking {Path(source.location).name}")
-    extract(archive, work / "unpacked")
+    extract(archive, work / "unpacked", source.location)
     return Fetched(pack_root(work / "unpacked", source.location), digest=digest)
 
 
@@ -166,6 +164,7 @@ def _clone(source: Source, dest: Path, say: Status) -> str:
     except PackError as exc:
         raise PackError(f"{exc}; check the URL and that you can read the repository") from None
     commit = _resolve(source, dest)
+    _check_tree(dest, commit)
     say(f"checking out {source.ref or 'the default branch'} ({commit[:12]})")
     _git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit],
          cwd=dest)
@@ -191,41 +190,38 @@ def _resolve(source: Source, repo: Path) -> str:
                     "the ref")
 
 
-# -- archives ----------------------------------------------------------------------------
+def _check_tree(repo: Path, commit: str) -> None:
+    """Refuse a commit over the caps (entries, bytes) before a single file is checked out.
 
-
-def _download(url: str, dest: Path, say: Status) -> str:
-    cap = MAX_DOWNLOAD_BYTES
-    request = urllib.request.Request(url, headers={"User-Agent": f"silica/{silica.__version__}"})
-    digest = hashlib.sha256()
+    The tree is listed by ``git ls-tree`` as a stream and the listing stops at the cap.
+    """
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    budget = Budget()
+    lister = subprocess.Popen(["git", "ls-tree", "-r", "-t", "-l", "-z", commit], cwd=repo,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response, \
-                open(dest, "xb") as out:
-            length = int(response.headers.get("Content-Length") or 0)
-            if length > cap:
-                raise UnsafePack(_too_big(url, cap))
-            got = 0
-            while chunk := response.read(256 * 1024):
-                got += len(chunk)
-                if got > cap:
-                    raise UnsafePack(_too_big(url, cap))
-                digest.update(chunk)
-                out.write(chunk)
-                say(f"downloading {url} ({got / (1024 * 1024):.1f} MiB)")
-    except urllib.error.HTTPError as exc:
-        raise PackError(f"downloading {url} failed: HTTP {exc.code} {exc.reason}; check the "
-                        "URL") from None
-    except urllib.error.URLError as exc:
-        raise PackError(f"cannot download {url}: {exc.reason}; check the URL and your "
-                        "connection") from None
-    except (TimeoutError, ConnectionError) as exc:
-        raise PackError(f"downloading {url} failed: {exc}; try again") from None
-    return "sha256:" + digest.hexdigest()
+        assert lister.stdout is not None
+        pending = b""
+        while chunk := lister.stdout.read(64 * 1024):
+            *records, pending = (pending + chunk).split(b"\0")
+            for record in records:
+                meta, _, name = record.partition(b"\t")  # "<mode> <type> <id> <size>"
+                path = name.decode("utf-8", errors="replace")
+                budget.add_entry(path)
+                size = meta.split()[-1] if meta.split() else b"-"
+                if size.isdigit():
+                    budget.add_bytes(path, int(size))
+        code = lister.wait(timeout=GIT_TIMEOUT)
+    finally:
+        if lister.poll() is None:
+            lister.kill()
+            lister.wait()
+    if code != 0:
+        raise PackError(f"git ls-tree failed on commit {commit[:12]} (exit {code}); the "
+                        "repository may be damaged: clone it yourself to check")
 
 
-def _too_big(url: str, cap: int) -> str:
-    return (f"{url} is larger than {cap // (1024 * 1024)} MiB (the download limit); a pack "
-            "should hold tools, not data")
+# -- archives ----------------------------------------------------------------------------
 
 
 def _sha256(path: Path) -> str:

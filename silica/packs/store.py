@@ -3,9 +3,11 @@
 Every install and update stages the new version in a folder inside ``$SILICA_HOME/packs/``
 (fetch, copy with every file checked, read the manifest, keep the listed tools, hash), and
 only then swaps it in with two renames in that one folder, the old version moved aside
-until the new one is in place and the lock file written. A failure at any step leaves the
-previous version installed and the lock file as it was. Nothing is run from a pack here:
-its tools are first run when discovery reads their specs.
+until the new one is in place and the lock file written (``silica.packs.journal``). A
+failure at any step leaves the previous version installed and the lock file as it was; a
+process killed midway is finished or undone by the next command. Every function here holds
+the packs lock (``silica.packs.locking``) from start to end, so commands run one at a time.
+Nothing is run from a pack here: its tools are first run when discovery reads their specs.
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from silica.packs import journal
 from silica.packs.contents import Files, content_hash, copy_pack, diff, file_hashes, select_tools
 from silica.packs.errors import LocalEdits, ManifestError, PackError
 from silica.packs.folders import pack_dirs, packs_dir
 from silica.packs.lock import Lock, LockEntry, read_lock, write_lock
+from silica.packs.locking import exclusive
 from silica.packs.manifest import (
     MANIFEST_NAME,
     PACK_NAME_PATTERN,
@@ -76,8 +78,8 @@ def install(source: str, ref: str | None = None, *, force: bool = False,
     reinstalling over local edits. Raises ``PackError`` (and its kinds) with what to do.
     """
     src = parse_source(source, ref)
-    lock = read_lock(home)
-    with _packs_folder(home) as packs, _staged(src, packs, status) as staged:
+    with _command(home, status) as packs, _staged(src, packs, status) as staged:
+        lock = read_lock(home)
         name = staged.manifest.name
         target = packs / name
         old = lock.packs.get(name)
@@ -92,7 +94,7 @@ def install(source: str, ref: str | None = None, *, force: bool = False,
                 _refuse_edits(name, old, target, f"'silica packs install {source} --force'")
         current = file_hashes(target) if target.is_dir() else {}
         entry = _entry(staged, src)
-        _swap_in(staged, target, lock, entry, home)
+        journal.swap_in(staged.work, target, entry, home)
         return _change(entry, old.version if old else None, current, staged.files)
 
 
@@ -104,16 +106,25 @@ def update(name: str, *, force: bool = False, home: Path | None = None,
     raised naming the edited files. A failure leaves the installed version as it was.
     """
     _check_name(name)
-    lock = read_lock(home)
-    old = lock.packs.get(name)
-    target = packs_dir(home) / name
-    if old is None:
-        if target.is_dir():
-            raise PackError(f"{target} was not installed by 'silica packs install', so it has "
-                            "no source to update from; install it again from its source")
-        raise PackError(f"no pack named {name!r} is installed; run 'silica packs list'")
+    with _command(home, status) as packs:
+        lock = read_lock(home)
+        old = lock.packs.get(name)
+        target = packs / name
+        if old is None:
+            if target.is_dir():
+                raise PackError(f"{target} was not installed by 'silica packs install', so it "
+                                "has no source to update from; install it again from its "
+                                "source")
+            raise PackError(f"no pack named {name!r} is installed; run 'silica packs list'")
+        return _update(old, lock, target, force=force, home=home, status=status)
+
+
+def _update(old: LockEntry, lock: Lock, target: Path, *, force: bool, home: Path | None,
+            status: Status | None) -> Change:
+    """``update`` once the packs folder is locked and ``old`` is the pack's lock entry."""
+    name = old.name
     src = Source(SourceKind(old.kind), old.source, old.ref)
-    with _packs_folder(home) as packs, _staged(src, packs, status) as staged:
+    with _staged(src, target.parent, status) as staged:
         if staged.manifest.name != name:
             raise PackError(f"{old.source} now holds the pack {staged.manifest.name!r}, not "
                             f"{name!r}; install it under its new name and remove {name!r}")
@@ -129,47 +140,42 @@ def update(name: str, *, force: bool = False, home: Path | None = None,
         if any(edits) and not force:
             _refuse_edits(name, old, target, f"'silica packs update {name} --force'")
         entry = _entry(staged, src)
-        _swap_in(staged, target, lock, entry, home)
+        journal.swap_in(staged.work, target, entry, home)
         return _change(entry, old.version, current, staged.files)
 
 
-def remove(name: str, *, home: Path | None = None) -> InstalledPack:
+def remove(name: str, *, home: Path | None = None,
+           status: Status | None = None) -> InstalledPack:
     """Uninstall pack ``name``: its folder and its lock entry go together, or neither does."""
-    pack = get_pack(name, home)
-    lock = read_lock(home)
-    lock.packs.pop(name, None)
-    with _packs_folder(home):
-        trash = None
-        if os.path.lexists(pack.path):
-            trash = Path(tempfile.mkdtemp(prefix=".removing-", dir=pack.path.parent)) / name
-            os.replace(pack.path, trash)
+    with _command(home, status) as packs:
+        pack = get_pack(name, home)
+        work = journal.new_work_folder(packs)
         try:
-            write_lock(lock, home)
-        except BaseException:
-            if trash:
-                os.replace(trash, pack.path)
-            raise
-        if trash:
-            shutil.rmtree(trash.parent, ignore_errors=True)
+            journal.move_out(work, pack.path, name, home)
+        finally:
+            journal.discard(work)
     return pack
 
 
-def installed(home: Path | None = None) -> list[InstalledPack]:
+def installed(home: Path | None = None, status: Status | None = None) -> list[InstalledPack]:
     """Every installed pack, by name: folders in the packs folder and lock entries."""
-    lock = read_lock(home)
-    folders = dict(pack_dirs(home))
-    names = sorted(set(folders) | set(lock.packs))
-    return [_describe_pack(n, packs_dir(home) / n, lock.packs.get(n)) for n in names]
+    with _command(home, status, write=False):
+        lock = read_lock(home)
+        folders = dict(pack_dirs(home))
+        names = sorted(set(folders) | set(lock.packs))
+        return [_describe_pack(n, packs_dir(home) / n, lock.packs.get(n)) for n in names]
 
 
-def get_pack(name: str, home: Path | None = None) -> InstalledPack:
+def get_pack(name: str, home: Path | None = None,
+             status: Status | None = None) -> InstalledPack:
     """The installed pack ``name``; ``PackError`` if there is none."""
     _check_name(name)
-    path = packs_dir(home) / name
-    entry = read_lock(home).packs.get(name)
-    if entry is None and not path.is_dir():
-        raise PackError(f"no pack named {name!r} is installed; run 'silica packs list'")
-    return _describe_pack(name, path, entry)
+    with _command(home, status, write=False):
+        path = packs_dir(home) / name
+        entry = read_lock(home).packs.get(name)
+        if entry is None and not path.is_dir():
+            raise PackError(f"no pack named {name!r} is installed; run 'silica packs list'")
+        return _describe_pack(name, path, entry)
 
 
 # -- the steps ---------------------------------------------------------------------------
@@ -185,66 +191,48 @@ class _Staged:
 
 
 @contextlib.contextmanager
-def _packs_folder(home: Path | None) -> Iterator[Path]:
-    """The packs folder; if this call made it and fails, it is taken away again.
+def _command(home: Path | None, status: Status | None, *, write: bool = True) -> Iterator[Path]:
+    """The packs folder, locked for the whole command, after finishing or undoing what a
+    killed command left there. With ``write``, the folder is made if need be (and taken
+    away again if this command made it and fails).
 
     A disk error (full, read-only, permissions) becomes a ``PackError`` saying so.
     """
     packs = packs_dir(home)
-    made = not packs.exists()
+    say = status or (lambda _message: None)
     try:
-        packs.mkdir(parents=True, exist_ok=True)
-        yield packs
-    except BaseException as exc:
-        if made:
-            with contextlib.suppress(OSError):
-                packs.rmdir()  # only if empty: never anything that was there before
-        if isinstance(exc, OSError):
-            where = exc.filename or packs
+        with exclusive(packs, create=write, waiting=lambda: say(
+                "waiting for another 'silica packs' command to finish")) as first:
+            if first:  # no other command is running: whatever it left is stale
+                journal.recover(packs, home)
+            yield packs
+    except OSError as exc:
+        where = exc.filename or packs
+        if write:
             raise PackError(f"cannot write {where}: {exc.strerror or exc}; check the free "
                             f"space and the permissions of {packs}") from exc
-        raise
+        raise PackError(f"cannot read {where}: {exc.strerror or exc}; check the "
+                        f"permissions of {packs}") from exc
 
 
 @contextlib.contextmanager
 def _staged(src: Source, packs: Path, status: Status | None) -> Iterator[_Staged]:
     """The pack fetched, copied, checked and hashed in a work folder beside the packs."""
     say = status or (lambda _message: None)
-    work = Path(tempfile.mkdtemp(prefix=".staging-", dir=packs))
+    work = journal.new_work_folder(packs)
     try:
         fetched = fetch(src, work / "fetch", say)
         label = str(fetched.root / MANIFEST_NAME) if src.kind is SourceKind.FOLDER else \
             f"{MANIFEST_NAME} of {src.location}" + (f" at {src.ref}" if src.ref else "")
         say("checking the pack's files")
-        pack = work / "pack"
+        pack = work / journal.STAGED
         copy_pack(fetched.root, pack)
         manifest = read_manifest(pack, label)
         check_compatible(manifest, label)
         select_tools(pack, manifest, label)
         yield _Staged(work, pack, manifest, file_hashes(pack), fetched)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _swap_in(staged: _Staged, target: Path, lock: Lock, entry: LockEntry,
-             home: Path | None) -> None:
-    """Put the staged pack at ``target`` and record it; on failure, put everything back."""
-    old = staged.work / "old"
-    had_old = os.path.lexists(target)
-    if had_old:
-        os.replace(target, old)
-    try:
-        os.replace(staged.pack, target)
-        try:
-            lock.packs[entry.name] = entry
-            write_lock(lock, home)
-        except BaseException:
-            os.replace(target, staged.pack)
-            raise
-    except BaseException:
-        if had_old:
-            os.replace(old, target)
-        raise
+        journal.discard(work)
 
 
 def _entry(staged: _Staged, src: Source) -> LockEntry:
