@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import mcp.types as types
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, write_tool
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged
@@ -210,3 +211,99 @@ def test_http_serves_on_loopback(http_server):
     listed, result = bounded(act())
     assert {"hello", "chart", "read_file"} <= {t.name for t in listed.tools}
     assert not result.is_error and text_of(result).strip() == "Hello, HTTP!"
+
+
+# -- a client that goes away ---------------------------------------------------------------
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "leaving-host", "version": "1"}}}
+
+
+def start_raw_server(tmp_path):
+    """``silica mcp serve`` on pipes this test drives by hand, its stderr in a file."""
+    errfile = open(tmp_path / "serve.err", "w+", encoding="utf-8")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "-m", "silica", "mcp", "serve"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errfile,
+                            env=os.environ.copy())
+    proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    proc.stdin.flush()
+    return proc, errfile
+
+
+def ended_quietly(proc, errfile) -> str:
+    """Wait for the server to end; its stderr (it must not be a traceback)."""
+    try:
+        code = proc.wait(timeout=CALL_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    errfile.seek(0)
+    said = errfile.read()
+    errfile.close()
+    assert "Traceback" not in said and "Exception ignored" not in said, said
+    assert code == 0, said
+    return said
+
+
+def wait_for_file(path: Path, proc) -> int:
+    deadline = time.monotonic() + CALL_TIMEOUT
+    while not (path.exists() and path.read_text()):
+        assert proc.poll() is None, "the server ended before the tool started"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # dead, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_a_client_that_closes_stdin_after_initialize_ends_the_server_quietly(examples,
+                                                                            tmp_path):
+    proc, errfile = start_raw_server(tmp_path)
+    proc.stdin.close()
+    ended_quietly(proc, errfile)
+    with proc.stdout:
+        lines = proc.stdout.read().splitlines()
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)  # only the protocol
+
+
+def test_a_client_killed_mid_call_ends_the_server_quietly_and_the_call(user_tools, tmp_path):
+    marker = tmp_path / "call.pid"
+    script_tool(user_tools, "slow.py", simple_spec("slow"),
+                body=f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+                     "time.sleep(300)\n")
+    proc, errfile = start_raw_server(tmp_path)
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+                     b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", '
+                     b'"params": {"name": "slow", "arguments": {}}}\n')
+    proc.stdin.flush()
+    pid = wait_for_file(marker, proc)
+    proc.stdin.close()  # the host dies: both of its pipe ends close at once
+    proc.stdout.close()
+    ended_quietly(proc, errfile)
+    assert gone(pid), "the tool the call started outlived the server"
+
+
+def test_a_client_leaving_while_tools_are_discovered_stops_the_discovery(user_tools,
+                                                                         tmp_path):
+    marker = tmp_path / "toolspec.pid"
+    write_tool(user_tools, "unhurried.py", f"""\
+        import os, sys, time
+        if "--toolspec" in sys.argv:  # says it started, then never gives its spec
+            with open({str(marker)!r}, "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(300)
+        """, deps="")
+    proc, errfile = start_raw_server(tmp_path)
+    pid = wait_for_file(marker, proc)
+    proc.stdin.close()
+    ended_quietly(proc, errfile)
+    assert gone(pid), "the --toolspec process outlived the server"

@@ -10,12 +10,11 @@ from silica.config import ImageOverrides, Settings
 from silica.hookspecs import hookimpl
 from silica.images.limits import ANTHROPIC, OLLAMA, OPENAI
 from silica.plugins import build_plugin_manager
-from silica.providers.base import Reply, RequestToolResult
+from silica.providers.base import Reply, RequestToolResult, tool_arguments
 from silica.providers.models import (
     DEFAULT_MODELS,
     has_vision,
     model_info,
-    parse_arguments,
     stop_reason,
     without_images,
 )
@@ -111,7 +110,7 @@ def test_stop_reasons_use_one_vocabulary(raw, calls, normal):
     ('{"a": 1}', {"a": 1}), ("", {}), ('{"a": ', {}), ("[1, 2]", {}), ("null", {}),
 ])
 def test_tool_arguments_that_are_not_an_object_become_empty(raw, arguments):
-    assert parse_arguments(raw) == arguments
+    assert tool_arguments(raw) == arguments
 
 
 class EchoProvider:

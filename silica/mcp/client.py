@@ -5,6 +5,9 @@ for it and stopped after), all within ``timeout`` seconds. A server that cannot 
 or reached, that stops, that answers garbage or not at all raises ``McpServerError`` whose
 message says what happened (with the end of the server's stderr, when it wrote any).
 
+A stdio server's stderr goes to a pipe drained as it arrives; only its last ``STDERR_KEEP``
+bytes are kept (in memory, never on disk), however much the server writes.
+
 Images in results become ``ImageBlock``s with the bytes and media type as the server sent
 them: the Toolbox sniffs, checks and fits them like any tool's image. Audio, resource links
 and binary resources become short text notices.
@@ -17,7 +20,8 @@ import base64
 import binascii
 import contextlib
 import json
-import tempfile
+import os
+import threading
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, TypeVar
 
@@ -27,7 +31,10 @@ from silica.errors import SilicaError
 
 T = TypeVar("T")
 
-_STDERR_TAIL = 600
+_STDERR_TAIL = 600  # characters of stderr quoted in a message
+STDERR_KEEP = 64 * 1024  # bytes of a server's stderr kept while it runs
+_STDERR_READ = 64 * 1024
+_STDERR_DRAIN = 1.0  # seconds to wait for the last of stderr once the server is stopped
 
 
 class McpServerError(SilicaError):
@@ -68,7 +75,6 @@ async def _with_server(name: str, server: McpServerSettings, timeout: float,
                        operation: Callable[[Any], Awaitable[T]], what: str) -> T:
     from mcp import Client  # the SDK is imported only when a server is used
 
-    stderr: IO[str] | None = None
     noise: list[str] = []  # lines the server printed to stdout that are not MCP
 
     async def on_message(message) -> None:
@@ -77,21 +83,65 @@ async def _with_server(name: str, server: McpServerSettings, timeout: float,
 
     started = done = False
     answer: Any = None
-    with contextlib.ExitStack() as files:
-        if server.command:
-            stderr = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8",
-                                                                errors="replace"))
-        try:
-            async with asyncio.timeout(timeout):
-                async with Client(_transport(server, stderr), message_handler=on_message,
-                                  cache=None) as client:
-                    started = True
-                    answer, done = await operation(client), True
-        except Exception as exc:
-            if not done:  # once the answer is in, a failure while disconnecting is no matter
-                raise McpServerError(_explain(exc, name, server, timeout, what, started,
-                                              _tail(stderr), noise)) from None
+    tail: StderrTail | None = None
+    try:
+        tail = StderrTail() if server.command else None
+        async with asyncio.timeout(timeout):
+            async with Client(_transport(server, tail.writer if tail else None),
+                              message_handler=on_message, cache=None) as client:
+                started = True
+                answer, done = await operation(client), True
+    except Exception as exc:
+        if not done:  # once the answer is in, a failure while disconnecting is no matter
+            said = await asyncio.to_thread(tail.text, _STDERR_DRAIN) if tail else ""
+            raise McpServerError(_explain(exc, name, server, timeout, what, started,
+                                          _tail(said), noise)) from None
+    finally:
+        if tail is not None:
+            tail.close()
     return answer
+
+
+class StderrTail:
+    """A pipe to give a server as its stderr, drained by a thread that keeps only the last
+    ``keep`` bytes: memory stays bounded whatever the server writes, and it never blocks on
+    a full pipe."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        read_fd, write_fd = os.pipe()  # neither end is inherited but by the server's stderr
+        self.writer: IO[str] = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self._keep = keep
+        self._kept = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, args=(read_fd,), daemon=True,
+                                        name="mcp-stderr")
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, _STDERR_READ):
+                with self._lock:
+                    self._kept += chunk
+                    if len(self._kept) > 2 * self._keep:  # trim now and then, not per chunk
+                        del self._kept[:-self._keep]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close silica's end of the pipe: the drain ends once the server's end is closed."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def text(self, wait: float = 0.0) -> str:
+        """The last bytes written so far as text; first closes silica's end and waits up to
+        ``wait`` seconds for the server's last words (a server that left a child holding the
+        pipe is not waited for longer)."""
+        self.close()
+        self._thread.join(wait)
+        with self._lock:
+            return bytes(self._kept[-self._keep:]).decode("utf-8", "replace")
 
 
 def _transport(server: McpServerSettings, stderr: IO[str] | None):
@@ -159,15 +209,9 @@ def _unparsed(exc: Exception) -> str:
     return str(exc)[:120]
 
 
-def _tail(stderr: IO[str] | None) -> str:
-    if stderr is None:
-        return ""
-    try:
-        stderr.flush()
-        stderr.seek(0)
-        text = stderr.read()
-    except (OSError, ValueError):
-        return ""
+def _tail(text: str) -> str:
+    """The end of a server's stderr for a message: blank lines dropped, the last
+    ``_STDERR_TAIL`` characters."""
     lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
     tail = "\n".join(lines)
     return tail if len(tail) <= _STDERR_TAIL else "..." + tail[-_STDERR_TAIL:]

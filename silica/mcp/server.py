@@ -14,7 +14,9 @@ files; nothing is read or run while nothing changes). When they change it discov
 and, if the tool list changed, tells every client: ``notifications/tools/list_changed`` on
 handshake-era connections, a ``subscriptions/listen`` event on 2026-era ones.
 
-Nothing here writes to stdout: on stdio that is the protocol's. Logs go to stderr.
+Nothing here writes to stdout: on stdio that is the protocol's. Logs go to stderr. A client
+that goes away (closes stdin, or dies mid-call so that stdout breaks) ends ``serve_stdio``
+normally; the calls it left running are stopped, their processes with them.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -47,7 +50,13 @@ from silica.tools.toolbox import Toolbox
 
 log = logging.getLogger("silica.mcp")
 
+T = TypeVar("T")
+
 POLL_INTERVAL = 1.0  # seconds between two looks at the tool folders
+STOP_GRACE = 10.0  # seconds a cancelled call or discovery gets to stop its processes
+# What a client that went away leaves behind on stdio: a broken stdout, closed streams.
+_GONE = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError,
+         anyio.ClosedResourceError)
 
 FolderState = tuple[tuple[str, tuple[tuple[str, int, int], ...] | None], ...]
 
@@ -122,7 +131,7 @@ class ToolServer:
 
     async def _discover(self) -> list[dict]:
         # With the lock held. No await after ``adiscover``: the specs are that discovery's.
-        await self.toolbox.adiscover()
+        await to_the_end(self.toolbox.adiscover())
         warnings = self.toolbox.discover().warnings
         if warnings != self._warnings:
             for warning in warnings:
@@ -142,7 +151,7 @@ class ToolServer:
                          params: types.CallToolRequestParams) -> types.CallToolResult:
         await self._specs()  # so the call does not start a discovery of its own
         try:
-            result = await self.toolbox.acall(params.name, params.arguments)
+            result = await to_the_end(self.toolbox.acall(params.name, params.arguments))
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
@@ -206,15 +215,36 @@ class ToolServer:
             await self._events.publish(ToolsListChanged())
 
 
+async def to_the_end(work: Awaitable[T], grace: float = STOP_GRACE) -> T:
+    """Await ``work`` in a task of its own. If the caller is cancelled (the client went away,
+    the server stops), ``work`` is cancelled once and given up to ``grace`` seconds to stop
+    what it started before the cancellation goes on: anyio's cancellation strikes again at
+    every await, which would cut a tool's cleanup short and leave its processes running."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        with anyio.move_on_after(grace, shield=True):
+            await asyncio.wait([task])
+        if task.done() and not task.cancelled():
+            task.exception()  # seen: no "exception was never retrieved" at exit
+        raise
+
+
 async def serve_stdio(toolbox: Toolbox) -> None:
-    """Serve ``toolbox`` on this process's stdin and stdout until the client closes stdin."""
+    """Serve ``toolbox`` on this process's stdin and stdout until the client closes stdin or
+    goes away (its end of stdout breaks); either way this returns normally."""
     from mcp.server.stdio import stdio_server
 
     tools = ToolServer(toolbox)
-    async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
-        tasks.start_soon(tools.watch)
-        await tools.server.run(read, write, tools.initialization_options())
-        tasks.cancel_scope.cancel()
+    try:
+        async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+            tasks.start_soon(tools.watch)
+            await tools.server.run(read, write, tools.initialization_options())
+            tasks.cancel_scope.cancel()
+    except* _GONE:  # the client is gone: nobody is left to tell
+        log.debug("the client went away")
 
 
 async def serve_http(toolbox: Toolbox, host: str, port: int) -> None:

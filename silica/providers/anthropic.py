@@ -13,21 +13,27 @@ from typing import Any
 import anthropic
 import httpx2
 
-from silica.agent.conversation import ToolCall
-from silica.blocks import ImageBlock, TextBlock
+from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.providers.base import (
     ProviderError,
     Reply,
     Request,
     RequestMessage,
     RequestToolResult,
+    tool_arguments,
 )
 from silica.providers.errors import (
     Endpoint,
+    ReplyBounds,
+    ReplyTooLarge,
     api_message,
+    bounded_hooks,
     connection_error,
     http_error,
     response_error,
+    too_deep,
+    too_large,
+    within_deadline,
 )
 from silica.providers.models import BundledProvider, stop_reason
 
@@ -83,8 +89,8 @@ def to_reply(message: Any) -> Reply:
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
-            arguments = block.input if isinstance(block.input, dict) else {}
-            calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+            calls.append(ToolCall(id=block.id, name=block.name,
+                                  arguments=tool_arguments(block.input)))
     usage = message.usage
     return Reply(text="".join(texts), tool_calls=calls,
                  stop_reason=stop_reason(message.stop_reason, bool(calls)),
@@ -92,15 +98,18 @@ def to_reply(message: Any) -> Reply:
                  output_tokens=getattr(usage, "output_tokens", None))
 
 
-class AnthropicProvider(BundledProvider):
+class AnthropicProvider(BundledProvider, ReplyBounds):
     """Claude models. ``max_retries`` (the SDK's, default 2) and ``timeout`` (seconds; None:
-    the SDK's) apply to each call."""
+    the SDK's) apply to each call; ``deadline``, ``max_line`` and ``max_reply`` bound the
+    whole reply (``ReplyBounds``)."""
 
     name = "anthropic"
 
     def client(self) -> anthropic.AsyncAnthropic:
         """A new SDK client; ``ProviderError`` when no credentials are configured."""
-        client = anthropic.AsyncAnthropic(**self.sdk_options())
+        # the SDK's own HTTP client and defaults, with every body read within the bounds
+        http = anthropic.DefaultAsyncHttpxClient(event_hooks=bounded_hooks(self))
+        client = anthropic.AsyncAnthropic(**self.sdk_options(), http_client=http)
         if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
             raise ProviderError(f"no Anthropic API key: set {KEY_VAR} (create a key at "
                                 "https://console.anthropic.com/settings/keys).")
@@ -115,7 +124,8 @@ class AnthropicProvider(BundledProvider):
                       request.model, KEY_VAR, URL_VAR, self.max_retries)
         started = False
         try:
-            async with client, client.messages.stream(**params) as stream:
+            async with client, within_deadline(ep, self.deadline), \
+                    client.messages.stream(**params) as stream:
                 started = True
                 async for piece in stream.text_stream:
                     if on_text is not None and piece:
@@ -127,6 +137,10 @@ class AnthropicProvider(BundledProvider):
             raise connection_error(ep, exc.__cause__ or exc, mid_stream=started) from exc
         except httpx2.TransportError as exc:
             raise connection_error(ep, exc, mid_stream=started) from exc
+        except ReplyTooLarge as exc:
+            raise too_large(ep, exc) from None
+        except RecursionError:  # the SDK's json.loads of an event nested too deeply
+            raise too_deep(ep) from None
         except (anthropic.APIResponseValidationError, ValueError, KeyError) as exc:
             raise response_error(ep, f"{type(exc).__name__}: {exc}") from exc
         try:

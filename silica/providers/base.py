@@ -7,16 +7,17 @@ it knows nothing of tools' subprocesses or of the image store.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from silica.agent.conversation import ToolCall
-from silica.blocks import ImageBlock, TextBlock
+from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.errors import SilicaError
 from silica.images.limits import ImageLimits
+from silica.jsonsafe import deeper_than
 
 
 class RequestToolResult(BaseModel):
@@ -66,6 +67,24 @@ class ModelInfo:
 
 class ProviderError(SilicaError):
     """A provider call failed; the message says what happened and what to do."""
+
+
+MAX_ARGUMENT_DEPTH = 100  # nesting a tool's input may have; deeper is a broken call
+
+
+def tool_arguments(value: Any) -> dict[str, Any]:
+    """A tool call's arguments from what the model sent: a JSON object, or the JSON text of
+    one. ``{}`` when it is not an object, is not valid JSON, or is nested deeper than
+    ``MAX_ARGUMENT_DEPTH`` (which would make later code recurse too deeply): the call still
+    runs, and the tool tells the model which inputs are missing. Never raises."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value or "{}")
+        except (ValueError, RecursionError):  # RecursionError: nested past Python's limit
+            return {}
+    if not isinstance(value, dict) or deeper_than(value, MAX_ARGUMENT_DEPTH):
+        return {}
+    return value
 
 
 class Provider(Protocol):

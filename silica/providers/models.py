@@ -12,7 +12,6 @@ provider's default (Anthropic and OpenAI: vision, Ollama: none). docs/providers.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -114,16 +113,6 @@ def stop_reason(raw: str | None, has_tool_calls: bool) -> str:
     if has_tool_calls and reason in ("end_turn", ""):
         return "tool_use"  # Ollama says "stop" even when the model called tools
     return reason or "end_turn"
-
-
-def parse_arguments(raw: str) -> dict[str, Any]:
-    """A tool call's arguments from the JSON text a model wrote; ``{}`` when it is not a JSON
-    object (the call then runs without inputs and the tool reports what is missing)."""
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class BundledProvider:

@@ -16,28 +16,30 @@ from typing import Any
 
 import httpx2
 
-from silica.agent.conversation import ToolCall
-from silica.blocks import ImageBlock, TextBlock
+from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.config import Settings
 from silica.providers.base import (
     Reply,
     Request,
     RequestMessage,
     RequestToolResult,
+    tool_arguments,
 )
 from silica.providers.errors import (
     Endpoint,
+    ReplyBounds,
+    ReplyTooLarge,
     api_message,
+    bounded_hooks,
     connection_error,
     http_error,
     response_error,
     stream_error,
+    too_deep,
+    too_large,
+    within_deadline,
 )
-from silica.providers.models import (
-    BundledProvider,
-    parse_arguments,
-    stop_reason,
-)
+from silica.providers.models import BundledProvider, stop_reason
 
 HOST_VAR = "OLLAMA_HOST"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -133,13 +135,15 @@ def _retry_delay(headers: httpx2.Headers | None, attempt: int, base: float) -> f
     return base * 2 ** attempt
 
 
-class OllamaProvider(BundledProvider):
+class OllamaProvider(BundledProvider, ReplyBounds):
     """Local models through Ollama. ``max_retries`` (default 2) retries connection errors and
     HTTP 408/409/429/5xx with ``retry_delay`` seconds of exponential backoff (a server's
-    ``Retry-After`` wins); ``timeout`` is seconds of silence allowed while a model loads."""
+    ``Retry-After`` wins); ``timeout`` is seconds of silence allowed while a model loads;
+    ``deadline``, ``max_line`` and ``max_reply`` bound the whole reply (``ReplyBounds``)."""
 
     name = "ollama"
     default_timeout = 600.0
+    deadline = 7200.0  # a local model on a CPU can take an hour over a long answer
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -156,14 +160,19 @@ class OllamaProvider(BundledProvider):
                                         "host, or choose a model it has",
                       unreachable_fix=" and that `ollama serve` is running")
         timeout = httpx2.Timeout(self.timeout, connect=10.0)
-        async with httpx2.AsyncClient(timeout=timeout) as client:
+        hooks = bounded_hooks(self)  # every body is read within max_line and max_reply
+        async with httpx2.AsyncClient(timeout=timeout, event_hooks=hooks) as client, \
+                within_deadline(ep, self.deadline):
             for attempt in range(self.max_retries + 1):
                 last = attempt == self.max_retries
                 try:
                     async with client.stream("POST", f"{base}/api/chat", json=payload) as resp:
                         if resp.status_code == 200:
                             return await _read(resp, ep, on_text, _calls_so_far(request))
-                        body = await resp.aread()
+                        try:
+                            body = await resp.aread()
+                        except ReplyTooLarge as exc:
+                            raise too_large(ep, exc) from None
                         status = resp.status_code
                         if last or not (status in RETRY_STATUSES or status >= 500):
                             raise http_error(ep, status, api_message(body))
@@ -190,6 +199,8 @@ async def _read(response: httpx2.Response, ep: Endpoint,
                 data = json.loads(line)
             except ValueError:
                 raise response_error(ep, f"a line that is not JSON: {line[:80]!r}") from None
+            except RecursionError:
+                raise too_deep(ep) from None
             if not isinstance(data, dict):
                 raise response_error(ep, f"a line that is not a JSON object: {line[:80]!r}")
             if data.get("error"):
@@ -207,6 +218,8 @@ async def _read(response: httpx2.Response, ep: Endpoint,
                 break
     except httpx2.TransportError as exc:
         raise connection_error(ep, exc, mid_stream=True) from exc
+    except ReplyTooLarge as exc:
+        raise too_large(ep, exc) from None
     except (AttributeError, TypeError) as exc:
         raise response_error(ep, f"unexpected message shape: {exc}") from exc
     if final is None:
@@ -219,8 +232,7 @@ async def _read(response: httpx2.Response, ep: Endpoint,
 
 def _tool_call(call: dict[str, Any], n: int) -> ToolCall:
     function = call.get("function") or {}
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):  # some models' templates give a JSON string
-        arguments = parse_arguments(arguments)
+    # an object, or (from some models' templates) the JSON text of one
+    arguments = tool_arguments(function.get("arguments"))
     return ToolCall(id=call.get("id") or f"call_{n}", name=function.get("name", ""),
-                    arguments=arguments if isinstance(arguments, dict) else {})
+                    arguments=arguments)

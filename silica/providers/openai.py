@@ -17,28 +17,30 @@ from typing import Any
 import httpx2
 import openai
 
-from silica.agent.conversation import ToolCall
-from silica.blocks import ImageBlock, TextBlock
+from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.providers.base import (
     ProviderError,
     Reply,
     Request,
     RequestMessage,
     RequestToolResult,
+    tool_arguments,
 )
 from silica.providers.errors import (
     Endpoint,
+    ReplyBounds,
+    ReplyTooLarge,
     api_message,
+    bounded_hooks,
     connection_error,
     http_error,
     response_error,
     stream_error,
+    too_deep,
+    too_large,
+    within_deadline,
 )
-from silica.providers.models import (
-    BundledProvider,
-    parse_arguments,
-    stop_reason,
-)
+from silica.providers.models import BundledProvider, stop_reason
 
 KEY_VAR = "OPENAI_API_KEY"
 URL_VAR = "OPENAI_BASE_URL"
@@ -122,16 +124,19 @@ def to_openai(request: Request) -> dict[str, Any]:
     return params
 
 
-class OpenAIProvider(BundledProvider):
+class OpenAIProvider(BundledProvider, ReplyBounds):
     """OpenAI (or compatible) chat completions. ``max_retries`` (the SDK's, default 2) and
-    ``timeout`` (seconds; None: the SDK's) apply to each call."""
+    ``timeout`` (seconds; None: the SDK's) apply to each call; ``deadline``, ``max_line`` and
+    ``max_reply`` bound the whole reply (``ReplyBounds``)."""
 
     name = "openai"
 
     def client(self) -> openai.AsyncOpenAI:
         """A new SDK client; ``ProviderError`` when no key is configured."""
         try:
-            return openai.AsyncOpenAI(**self.sdk_options())
+            # the SDK's own HTTP client and defaults, with every body read within the bounds
+            http = openai.DefaultAsyncHttpxClient(event_hooks=bounded_hooks(self))
+            return openai.AsyncOpenAI(**self.sdk_options(), http_client=http)
         except openai.OpenAIError as exc:
             raise ProviderError(
                 f"no OpenAI API key: set {KEY_VAR} (for a local compatible server that needs "
@@ -152,7 +157,7 @@ class OpenAIProvider(BundledProvider):
         usage: Any = None
         started = False
         try:
-            async with client:
+            async with client, within_deadline(ep, self.deadline):
                 stream = await client.chat.completions.create(
                     **params, stream=True, stream_options={"include_usage": True})
                 async for chunk in stream:
@@ -182,10 +187,14 @@ class OpenAIProvider(BundledProvider):
             raise stream_error(ep, api_message(exc.body) or exc.message) from exc
         except httpx2.TransportError as exc:
             raise connection_error(ep, exc, mid_stream=started) from exc
+        except ReplyTooLarge as exc:
+            raise too_large(ep, exc) from None
+        except RecursionError:  # the SDK's json.loads of an event nested too deeply
+            raise too_deep(ep) from None
         except (ValueError, KeyError, AttributeError) as exc:
             raise response_error(ep, f"{type(exc).__name__}: {exc}") from exc
         tool_calls = [ToolCall(id=slot["id"] or f"call_{i}", name=slot["name"],
-                               arguments=parse_arguments(slot["arguments"]))
+                               arguments=tool_arguments(slot["arguments"]))
                       for i, slot in sorted(calls.items())]
         return Reply(text="".join(text), tool_calls=tool_calls,
                      stop_reason=stop_reason(finish, bool(tool_calls)),

@@ -46,15 +46,29 @@ Replies (join with ``+``; each is a frozen ``Reply``):
 * ``drop(mid_stream=True)``: cut the connection after the first streamed piece; with
   ``mid_stream=False``, before any response (the SDKs retry that as a connection error).
 * ``garbage()``: HTTP 200 whose body, or first stream event, is not JSON.
+* ``raw(*chunks, repeat=1)``: HTTP 200 streamed (the protocol's stream content type) whose
+  body is exactly those bytes, ``repeat`` times over (not copied: 64 MiB costs nothing).
+* ``trickle(reply, delay)``: ``reply`` with its streamed chunks sent ``delay`` seconds apart.
 """
 
 from .anthropic_wire import anthropic_server
 from .ollama_wire import ollama_server
 from .openai_wire import openai_server
-from .script import Received, Reply, ScriptedCall, drop, error, garbage, text, tool_call
+from .script import (
+    Received,
+    Reply,
+    ScriptedCall,
+    drop,
+    error,
+    garbage,
+    raw,
+    text,
+    tool_call,
+    trickle,
+)
 from .server import WireServer
 
 __all__ = [
     "Received", "Reply", "ScriptedCall", "WireServer", "anthropic_server", "drop", "error",
-    "garbage", "ollama_server", "openai_server", "text", "tool_call",
+    "garbage", "ollama_server", "openai_server", "raw", "text", "tool_call", "trickle",
 ]

@@ -105,6 +105,7 @@ def render(reply: Reply, body: Any, n: int) -> Wire:
 def anthropic_server(script: Iterable[Reply] = (), *,
                      api_key: str = "test-anthropic-key") -> Iterator[WireServer]:
     """A local Anthropic Messages API; ``env`` sets ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY."""
-    with serve(WireServer(render, script, paths=("/v1/messages",))) as srv:
+    with serve(WireServer(render, script, paths=("/v1/messages",),
+                          stream_type="text/event-stream")) as srv:
         srv.env = {"ANTHROPIC_BASE_URL": srv.base_url, "ANTHROPIC_API_KEY": api_key}
         yield srv

@@ -81,6 +81,7 @@ def render(reply: Reply, body: Any, n: int) -> Wire:
 @contextmanager
 def ollama_server(script: Iterable[Reply] = ()) -> Iterator[WireServer]:
     """A local Ollama server; ``env`` sets OLLAMA_HOST."""
-    with serve(WireServer(render, script, paths=("/api/chat",))) as srv:
+    with serve(WireServer(render, script, paths=("/api/chat",),
+                          stream_type="application/x-ndjson")) as srv:
         srv.env = {"OLLAMA_HOST": srv.base_url}
         yield srv

@@ -108,7 +108,8 @@ def openai_server(script: Iterable[Reply] = (), *,
                   api_key: str = "test-openai-key") -> Iterator[WireServer]:
     """A local OpenAI-compatible server; ``base_url`` ends in ``/v1`` as OPENAI_BASE_URL does,
     and ``env`` sets OPENAI_BASE_URL and OPENAI_API_KEY."""
-    with serve(WireServer(render, script, paths=("/v1/chat/completions",))) as srv:
+    with serve(WireServer(render, script, paths=("/v1/chat/completions",),
+                          stream_type="text/event-stream")) as srv:
         srv.base_url = srv.root + "/v1"
         srv.env = {"OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": api_key}
         yield srv

@@ -33,6 +33,9 @@ class Reply:
     drop: Literal["before", "mid"] | None = None
     garbage: bool = False
     mid_stream: bool = False  # an error: sent as a stream event after the reply has begun
+    raw: tuple[bytes, ...] = ()  # sent as the streamed body (``repeat`` times) instead
+    repeat: int = 1
+    delay: float = 0.0  # seconds between two streamed chunks: a trickling server
 
     def __add__(self, other: Reply) -> Reply:
         return replace(self, text=self.text + other.text,
@@ -87,6 +90,18 @@ def drop(*, mid_stream: bool = True) -> Reply:
 def garbage() -> Reply:
     """A 200 reply whose body (or first stream event) is not valid JSON."""
     return Reply(garbage=True)
+
+
+def raw(*chunks: bytes, repeat: int = 1) -> Reply:
+    """A 200 streamed reply (the protocol's stream content type) whose body is exactly
+    ``chunks``, sent ``repeat`` times over: a line that never ends, JSON nested too deeply...
+    The chunks are not copied, so a large body costs the test no memory."""
+    return Reply(raw=chunks, repeat=repeat)
+
+
+def trickle(reply: Reply, delay: float) -> Reply:
+    """``reply``, its streamed chunks sent ``delay`` seconds apart."""
+    return replace(reply, delay=delay)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ A protocol is a ``render(reply, body, n) -> Wire`` function: what to send for sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ class Wire:
     stream: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None
+    delay: float = 0.0  # seconds between two chunks of a stream
 
 
 Render = Callable[[Reply, Any, int], Wire]
@@ -40,8 +43,10 @@ class WireServer:
     """A running server: ``base_url``, what it ``received``, and the ``env`` for the SDK."""
 
     def __init__(self, render: Render, script: Iterable[Reply], paths: tuple[str, ...],
-                 exhausted: Callable[[int], Reply] | None = None) -> None:
+                 exhausted: Callable[[int], Reply] | None = None,
+                 stream_type: str = "application/octet-stream") -> None:
         self.script: list[Reply] = list(script)
+        self.stream_type = stream_type  # the content type of a ``raw`` reply
         self.received: list[Received] = []
         self.root = ""  # http://127.0.0.1:PORT
         self.base_url = ""  # what the SDK is given (the root, or the root plus /v1)
@@ -78,7 +83,12 @@ class WireServer:
             reply = self._exhausted(n)
         if received.path.split("?")[0] not in self._paths:
             reply = error(404, f"wire server: no route {received.path}", retry_after=None)
-        return self._render(reply, received.body, n)
+        if reply.raw:
+            wire = Wire(200, self.stream_type, list(reply.raw) * reply.repeat, stream=True)
+        else:
+            wire = self._render(reply, received.body, n)
+        wire.delay = reply.delay
+        return wire
 
 
 def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
@@ -100,6 +110,11 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
             if wire.drop_after == 0:
                 return  # close without a word
+            # the client may stop reading (a bound, a deadline): nothing to report then
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._send(wire)
+
+        def _send(self, wire: Wire) -> None:
             self.send_response(wire.status)
             self.send_header("content-type", wire.content_type)
             self.send_header("connection", "close")
@@ -109,8 +124,12 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             if wire.stream:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
-                for chunk in sent:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                for i, chunk in enumerate(sent):
+                    if wire.delay and i:
+                        time.sleep(wire.delay)
+                    self.wfile.write(b"%x\r\n" % len(chunk))
+                    self.wfile.write(chunk)  # not joined: a large chunk is not copied
+                    self.wfile.write(b"\r\n")
                     self.wfile.flush()
                 if wire.drop_after is None:
                     self.wfile.write(b"0\r\n\r\n")
