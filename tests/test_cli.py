@@ -123,6 +123,10 @@ def test_new_project_tool_lands_in_the_project(project):
     done = silica("tools", "new", "local_tool", "--project")
     assert done.returncode == 0, done.stderr
     assert (project / ".silica" / "tools" / "local_tool.py").is_file()
+    assert f"'silica trust {project}' lets them" in done.stderr
+    rows = json.loads(silica("tools", "list", "--json").stdout)
+    assert rows[0]["origin"] == "project" and rows[0]["status"] == "untrusted"
+    assert silica("trust").returncode == 0
     rows = json.loads(silica("tools", "list", "--json").stdout)
     assert rows[0]["origin"] == "project" and rows[0]["status"] == "ok"
 

@@ -134,3 +134,16 @@ def test_image_with_noise_around_is_always_found(before, after, extra):
     assert b64(png()) not in cleaned
     for key in extra:
         assert json.dumps(key, ensure_ascii=False) in cleaned
+
+
+def test_deeply_nested_json_still_gives_its_images_and_never_their_base64():
+    data = b64(png(size=(30, 20)))
+    deep = "[" * 100_000 + "1" + "]" * 100_000
+    printed = (f'{{"image": {{"base64": "{data.replace("/", chr(92) + "/")}"}}, '
+               f'"thumb": "data:image/png;base64,{data}", "tree": {deep}}}')
+    result = result_of(printed)
+    images = [b for b in result.blocks if isinstance(b, ImageBlock)]
+    assert [(i.width, i.height) for i in images] == [(30, 20), (30, 20)]
+    assert data[:40] not in result.text and data[-40:] not in result.text
+    assert "nested too deeply to read as a whole" in result.text
+    assert not result.is_error

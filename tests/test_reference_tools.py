@@ -182,7 +182,7 @@ def test_image_grid_returns_each_image_in_order_and_lists_bad_paths(user_tools, 
     assert sizes == [("image/png", 200, 50), ("image/jpeg", 67, 200), ("image/png", 50, 50)]
     assert opened(result.images[0]).getpixel((10, 10))[:3] == (255, 0, 0)
     info = json_text(result)
-    assert info["count"] == 3
+    assert info["count"] == info["read"] == len(result.images) == 3
     assert [i["name"] for i in info["images"]] == ["wide.png", "tall.jpg", "clear.png"]
     assert info["skipped"] == [{"path": "missing.png",
                                 "reason": f"no such file: {project / 'missing.png'}"}]
@@ -198,7 +198,8 @@ def test_image_grid_contact_sheet_comes_first(user_tools, three_images):
     assert sheet.width > 128 * 2 and sheet.height > 128 * 2  # a 2x2 grid of 128 px cells
     assert [(b.width, b.height) for b in rest] == [(128, 32), (43, 128), (50, 50)]
     info = json_text(result)
-    assert info["count"] == 3 and info["images"][0]["name"] == "contact-sheet"
+    assert info["images"][0]["name"] == "contact-sheet"
+    assert info["count"] == len(result.images) == 4 and info["read"] == 3
 
 
 def test_image_grid_fails_only_when_nothing_could_be_read(user_tools, project):
@@ -288,6 +289,7 @@ def test_screenshot_over_the_token_limit_is_refused_with_a_hint_that_fits(screen
     assert result.is_error and not result.images
     assert "exited with code 2" in result.text
     assert "about 1366 tokens, over max_tokens=500" in result.text
+    assert " Or " not in result.text and "tokens; or capture a region" in result.text
     dim = int(re.search(r"max_dimension=(\d+)", result.text).group(1))
     w, h = map(int, re.search(r"width=(\d+), height=(\d+)", result.text).groups())
     assert w * h / 750 <= 500

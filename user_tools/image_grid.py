@@ -6,7 +6,7 @@
 
 Prints::
 
-    {"count": 3,
+    {"count": 3, "read": 3,
      "images": [{"name": "a.png", "path": "/abs/a.png", "width": 512, "height": 384,
                  "media_type": "image/png", "base64": "..."}, ...],
      "skipped": [{"path": "missing.png", "reason": "no such file: /abs/missing.png"}]}
@@ -14,9 +14,9 @@ Prints::
 Each image is turned upright by its EXIF orientation and scaled so its longer side is at most
 ``max_dimension`` (never enlarged); a JPEG stays JPEG (quality 90), anything else becomes PNG
 (transparency kept; of an animation the first frame). ``images`` keeps the order of
-``paths``; ``count`` is how many of them were read. With ``sheet`` a contact sheet (every
-image in a labelled grid, numbered in order, at most 1568 px wide) comes first in ``images``,
-named ``contact-sheet``; it is not counted in ``count``.
+``paths``; ``count`` is how many images the result holds and ``read`` how many files were
+read. With ``sheet`` a contact sheet (every image in a labelled grid, numbered in order)
+comes first in ``images``, named ``contact-sheet``, and ``count`` is one more than ``read``.
 
 Relative paths are relative to ``SILICA_WORKDIR`` (the directory silica was started in). A
 path that cannot be read (missing, a directory, not an image) is listed in ``skipped`` with
@@ -164,7 +164,8 @@ def image_grid(paths: list[str], max_dimension: int = 512, sheet: bool = False):
         images.insert(0, {"name": "contact-sheet", "width": grid.width,
                           "height": grid.height, "media_type": media_type,
                           "base64": base64.b64encode(data).decode("ascii")})
-    print(json.dumps({"count": len(entries), "images": images, "skipped": skipped}))
+    print(json.dumps({"count": len(images), "read": len(entries), "images": images,
+                      "skipped": skipped}))
 
 
 if __name__ == "__main__":

@@ -98,9 +98,11 @@ def too_big_message(cap_w: int, cap_h: int, out_w: int, out_h: int, max_tokens: 
     if dim:
         fit_w, fit_h = scaled_size(cap_w, cap_h, dim)
         msg += (f" Pass max_dimension={dim} (or less) to get {fit_w}x{fit_h}, about "
-                f"{estimate_tokens(fit_w, fit_h)} tokens,")
+                f"{estimate_tokens(fit_w, fit_h)} tokens; or")
+    else:
+        msg += " Or"
     reg_w, reg_h = fitting_region(cap_w, cap_h, max_tokens)
-    msg += (f" Or capture a region at full resolution no larger than width={reg_w}, "
+    msg += (f" capture a region at full resolution no larger than width={reg_w}, "
             f"height={reg_h} (x and y say where), or raise max_tokens.")
     return msg
 

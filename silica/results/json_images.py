@@ -9,6 +9,10 @@ The shapes existing silica tools print::
 Any ``base64`` value may also be a ``data:`` URL. The JSON may be surrounded by stray lines
 (log output, progress); they are kept as text. Everything else in the JSON stays, as one
 text block, without the image data.
+
+JSON nested too deeply for the parser is not given up on: its ``"base64"`` string fields and
+``data:image/...`` URLs are found by a flat scan and taken out just the same, so image data
+never stays behind as text.
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ def extract_json_images(text: str) -> Extraction:
     without its image data (indented), and image data that is not valid base64 is replaced
     by an ``[image dropped: ...]`` notice. Never raises on any text.
     """
-    found = _find_json_object(text)
+    try:
+        found = _find_json_object(text)
+    except RecursionError:
+        return _scan_flat(text)
     if found is None:
         return Extraction(text, [])
     start, end, doc = found
@@ -45,6 +52,36 @@ def extract_json_images(text: str) -> Extraction:
     middle = json.dumps(rest, indent=2, ensure_ascii=False) if rest else ""
     pieces = [text[:start].rstrip("\n"), middle, *notices, text[end:].lstrip("\n")]
     return Extraction("\n".join(p for p in pieces if p.strip()), images)
+
+
+# A JSON string of base64: plain characters, or the escapes an encoder may use in it.
+_B64_STRING = r'(?:[^"\\]|\\[/nr]){16,}'
+_FLAT_FIELD = re.compile(
+    rf'"base64"\s*:\s*"(?P<b64>{_B64_STRING})"'
+    rf'|"(?P<url>data:image/[\w.+-]+(?:;[\w-]+=[^;,"]*)*;base64,{_B64_STRING})"', re.I)
+_JSON_ESCAPES = {"\\/": "/", "\\n": "", "\\r": ""}
+
+
+def _scan_flat(text: str) -> Extraction:
+    """Images in JSON too deep to parse: each ``"base64"`` field and image data URL that
+    decodes to an image is taken out; the rest of the text stays, with a note."""
+    images: list[ImagePayload] = []
+    notices: list[str] = []
+
+    def take(match: re.Match[str]) -> str:
+        value = match.group("b64") or match.group("url")
+        for escape, plain in _JSON_ESCAPES.items():
+            value = value.replace(escape, plain)
+        if _take_one({"base64": value}, images, notices, "base64"):
+            return '"[image taken out]"'
+        return match.group(0)
+
+    rest = _FLAT_FIELD.sub(take, text)
+    if not images and not notices:
+        return Extraction(text, [])
+    note = ("[the JSON is nested too deeply to read as a whole; its images were found by "
+            "their fields]")
+    return Extraction("\n".join([rest, *notices, note]), images)
 
 
 def _find_json_object(text: str) -> tuple[int, int, dict] | None:
