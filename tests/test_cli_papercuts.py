@@ -45,3 +45,67 @@ def test_new_warns_when_the_name_shadows_a_builtin_or_the_users_tool(project, us
     shadow = silica("tools", "new", "mine", "--project")
     assert shadow.returncode == 0
     assert f"shadows your own {user_tools / 'mine.py'}" in shadow.stderr
+
+
+def test_save_images_pointing_at_a_file_says_to_give_a_folder(user_tools, tmp_path):
+    script_tool(user_tools, "t.py", simple_spec("t"), body="print('hi')")
+    taken = tmp_path / "pictures"
+    taken.write_text("a file")
+    done = silica("tools", "run", "t", "--save-images", str(taken))
+    assert done.returncode == 2
+    assert f"--save-images {taken} is a file, not a folder" in done.stderr
+    assert "File exists" not in done.stderr
+
+
+def run_env(*args: str, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run([sys.executable, "-m", "silica", *args], capture_output=True,
+                          text=True, env={**environ, **env}, timeout=300)
+
+
+def test_piped_output_is_never_wrapped(user_tools):
+    name = "a_tool_with_a_rather_long_name_indeed"
+    spec = simple_spec(name)
+    spec["description"] = "A description long enough to be wrapped at eighty columns " * 2
+    script_tool(user_tools, f"{name}.py", spec)
+    listed = run_env("tools", "list")
+    [row] = [line for line in listed.stdout.splitlines() if line.startswith(name)]
+    assert str(user_tools / f"{name}.py") in row and "eighty columns A description" in row
+    missing = run_env("tools", "run", name + "_nope")
+    assert len(missing.stderr.strip().splitlines()) == 1  # one message, one line
+
+
+def test_a_narrow_terminal_never_splits_a_name_or_a_path(user_tools):
+    name = "a_tool_with_a_rather_long_name_indeed"
+    script_tool(user_tools, f"{name}.py", simple_spec(name))
+    listed = run_env("tools", "list", COLUMNS="40")
+    assert name in listed.stdout and str(user_tools / f"{name}.py") in listed.stdout
+
+
+def every_command(app, path=()):
+    """``(words, app)`` for every command of the ``silica`` CLI, loading lazy ones."""
+    for name in list(app):
+        if name in ("--help", "-h", "--version"):
+            continue
+        sub = app[name]
+        if sub is not app:
+            yield from every_command(sub, (*path, name))
+    if app.default_command:
+        yield path, app
+
+
+def test_every_parameter_of_every_command_has_a_description():
+    from silica.cli import app
+
+    commands = dict(every_command(app))
+    assert {("tools", "run"), ("trust",), ("packs", "install"), ("sessions", "delete"),
+            ("mcp", "serve"), ("ask",), ("chat",)} <= set(commands)
+    bare = [f"silica {' '.join(words)} {arg.name}"
+            for words, sub in commands.items()
+            for arg in sub.assemble_argument_collection(parse_docstring=True)
+            if arg.show and not arg.parameter.help]
+    assert bare == []
+    shown = silica("packs", "show", "--help").stdout
+    assert "The installed pack, as 'silica packs list' names it." in " ".join(shown.split())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from typing import Annotated, Any, NoReturn
@@ -25,8 +26,58 @@ JsonFlag = Annotated[bool, Parameter(name="--json", negative="",
                                      help="Print JSON (for programs) instead of a table.")]
 """The ``--json`` flag every listing command takes."""
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # never break a path or an id
+
+
+def _width(stream) -> int | None:
+    """The terminal's width on a terminal (or ``$COLUMNS``); off one, no limit: a pipe or a
+    log gets whole lines, never text wrapped at 80 columns."""
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return None
+    return UNWRAPPED
+
+
+UNWRAPPED = 100_000
+_FOLDED_MIN = 12  # a folded column gets at least this many cells in a narrow terminal
+# soft_wrap: printed messages are never broken (a path or an id stays whole).
+out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+
+
+def table(*columns: str, whole: tuple[str, ...] = ()):
+    """A rich table with ``columns``; the ``whole`` ones (ids, names, paths) are never
+    wrapped or cut: in a narrow terminal the other columns give way."""
+    from rich.table import Table
+
+    grid = Table(show_edge=False, pad_edge=False)
+    for name in columns:
+        if name in whole:
+            grid.add_column(name, no_wrap=True)
+        else:
+            grid.add_column(name, overflow="fold")
+    return grid
+
+
+def print_table(grid, console: Console | None = None) -> None:
+    """Print a ``table``: at least as wide as its whole columns need, so a narrow terminal
+    folds the other columns (and, past that, the line) but never cuts an id or a path."""
+    from rich.text import Text as RichText
+
+    def widest(column) -> int:
+        cells = [column.header, *column.cells]
+        return max(RichText(c).cell_len if isinstance(c, str) else c.cell_len for c in cells)
+
+    needed = sum(widest(c) if c.no_wrap else _FOLDED_MIN for c in grid.columns)
+    needed += 3 * (len(grid.columns) - 1)  # " │ " between columns
+    console = console or out
+    if needed <= console.width:
+        console.print(grid)
+        return
+    saved = console._width  # print() never goes wider than the console: widen it, once
+    console.width = needed
+    try:
+        console.print(grid)
+    finally:
+        console._width = saved
 
 # json.dumps escapes C0 but not DEL, C1, bidi controls or lone surrogates when not ASCII-only.
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"

@@ -5,18 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from cyclopts import App, Parameter
-from rich.table import Table
+from cyclopts import App
 from rich.text import Text
 
-from silica.cli.output import err, fail, labelled, out, plain, print_json, say, warn
+from silica.cli.output import (
+    JsonFlag,
+    err,
+    fail,
+    labelled,
+    out,
+    plain,
+    print_json,
+    print_table,
+    say,
+    table,
+    warn,
+)
 from silica.errors import SilicaError
 
 app = App(name="packs", help="Install, update and remove tool packs; start and check your own.")
 
-JsonFlag = Annotated[bool, Parameter(name="--json")]
 
 
 @contextmanager
@@ -97,17 +107,16 @@ def list_packs(*, json_: JsonFlag = False):
         out.print("No packs installed. Install one with 'silica packs install SOURCE'.",
                   markup=False)
         return
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("name", "version", "description / problem", "source", "state"):
-        table.add_column(col, overflow="fold")
+    grid = table("name", "version", "description / problem", "source", "state",
+                 whole=("name", "source"))
     for r in rows:
         state = Text("edited", style="yellow") if r["edited"] else Text("ok", style="green")
         if r["problem"]:
             state = Text("broken", style="red")
         source = r["source"] + (f"#{r['ref']}" if r["ref"] else "")
         cells = (r["name"], r["version"], r["problem"] or r["description"], source)
-        table.add_row(*(plain(c) for c in cells), state)  # manifests are outside text
-    out.print(table)
+        grid.add_row(*(plain(c) for c in cells), state)  # manifests are outside text
+    print_table(grid)
 
 
 def _row(pack) -> dict[str, Any]:
@@ -133,7 +142,15 @@ def _row(pack) -> dict[str, Any]:
 
 @app.command
 def show(name: str, *, json_: JsonFlag = False):
-    """Show pack NAME: its manifest, where it came from, and its tools with their status."""
+    """Show pack NAME: its manifest, where it came from, and its tools with their status.
+
+    Parameters
+    ----------
+    name
+        The installed pack, as 'silica packs list' names it.
+    json_
+        Print the pack as JSON (for programs) instead of text.
+    """
     from silica.cli.tools import discover_tools
     from silica.packs import get_pack
 
@@ -220,7 +237,13 @@ def _describe_change(change) -> str:
 
 @app.command
 def remove(name: str):
-    """Uninstall pack NAME: its folder and its lock entry."""
+    """Uninstall pack NAME: its folder and its lock entry.
+
+    Parameters
+    ----------
+    name
+        The installed pack, as 'silica packs list' names it.
+    """
     from silica.packs import remove as remove_pack
 
     try:
@@ -234,7 +257,15 @@ def remove(name: str):
 
 @app.command
 def new(name: str, *, path: Path | None = None):
-    """Start pack NAME: a folder with a manifest and one working tool (default: ./NAME)."""
+    """Start pack NAME: a folder with a manifest and one working tool (default: ./NAME).
+
+    Parameters
+    ----------
+    name
+        The new pack's name (lowercase letters, digits, '_' or '-').
+    path
+        The folder to create (default: ./NAME).
+    """
     from silica.packs import new_pack
 
     try:
@@ -278,6 +309,13 @@ def check(path: Path, *, json_: JsonFlag = False):
     """Check the pack at PATH before publishing: manifest, files, every tool's spec.
 
     Reading specs runs each tool with --toolspec. Exits non-zero if anything is broken.
+
+    Parameters
+    ----------
+    path
+        The pack's folder (the one holding silica-pack.toml).
+    json_
+        Print the findings as JSON (for programs) instead of text.
     """
     from silica.cli.tools import spec_progress, tools_table
     from silica.packs import check_pack

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from cyclopts import App, Parameter
-from rich.table import Table
 
-from silica.cli.output import fail, out, plain, print_json, say
+from silica.cli.output import JsonFlag, fail, out, plain, print_json, print_table, say, table
 
 app = App(name="sessions", help="Saved conversations (resume one with silica chat --resume ID).")
 
 
 @app.command(name="list")
-def list_sessions(*, json_: Annotated[bool, Parameter(name="--json")] = False):
+def list_sessions(*, json_: JsonFlag = False):
     """List saved sessions, newest first."""
     from silica.agent.sessions import list_sessions as saved
 
@@ -24,14 +23,12 @@ def list_sessions(*, json_: Annotated[bool, Parameter(name="--json")] = False):
     if not sessions:
         out.print("No saved sessions yet. Start one with: silica chat", markup=False)
         return
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("id", "updated", "turns", "model", "title"):
-        table.add_column(col, overflow="fold")
+    grid = table("id", "updated", "turns", "model", "title", whole=("id",))
     for s in sessions:
         title = f"[unreadable: {s.problem}]" if s.problem else (s.title or "")
-        table.add_row(*(plain(cell) for cell in (  # a title or a problem quotes outside text
+        grid.add_row(*(plain(cell) for cell in (  # a title or a problem quotes outside text
             s.id, str(s.updated or "")[:19], str(s.turns or ""), s.model or "", title)))
-    out.print(table)
+    print_table(grid)
 
 
 @app.command

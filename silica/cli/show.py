@@ -66,6 +66,10 @@ def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
         folder.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             path.write_bytes(image.data)
+    except FileExistsError:
+        say(f"warning: cannot save the image in {folder}: a file of that name is in the way; "
+            "give --save-images a folder", console=err)
+        return None
     except OSError as exc:
         say(f"warning: cannot save the image to {path}: {exc.strerror or exc}", console=err)
         return None

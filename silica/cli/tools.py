@@ -9,7 +9,18 @@ from typing import Annotated, Literal
 
 from cyclopts import App, Parameter
 
-from silica.cli.output import JsonFlag, err, fail, out, plain, print_json, say, warn
+from silica.cli.output import (
+    JsonFlag,
+    err,
+    fail,
+    out,
+    plain,
+    print_json,
+    print_table,
+    say,
+    table,
+    warn,
+)
 from silica.errors import SilicaError
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.tools.discovery import Discovery
@@ -80,15 +91,11 @@ def _summary(description: str, limit: int = 160) -> str:
 
 def tools_table(tools: list[Tool]):
     """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False)
     env = [t.env_access.summary() if t.env_access else "" for t in tools]
     columns = ["name", "status", "origin", "description / reason", "path"]
     if any(env):  # only when some tool asked for or was granted a secret
         columns.insert(4, "env (secrets)")
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    grid = table(*columns, whole=("name", "path"))
     for t, secrets in zip(tools, env, strict=True):
         style = _STATUS_STYLE.get(t.status, "red")
         about = _summary(t.spec.description) if t.ok and t.spec else t.reason
@@ -97,8 +104,8 @@ def tools_table(tools: list[Tool]):
                  plain(about), plain(t.path)]
         if any(env):
             cells.insert(4, plain(secrets))
-        table.add_row(*cells)
-    return table
+        grid.add_row(*cells)
+    return grid
 
 
 @app.command(name="list")
@@ -108,7 +115,7 @@ def list_tools(*, json_: JsonFlag = False):
     if json_:
         print_json([t.to_row() for t in found.all_tools])
         return
-    out.print(tools_table(found.all_tools))
+    print_table(tools_table(found.all_tools))
     if not found.tools:
         say(f"No tool files found. Create one with 'silica tools new NAME' (it goes to "
             f"{user_tools_dir()}).", console=err)
@@ -123,7 +130,7 @@ def check(*, json_: JsonFlag = False):
         print_json({"ok": not broken, "tools": [t.to_row() for t in found.all_tools],
                     "warnings": found.warnings})
     else:
-        out.print(tools_table(found.all_tools))
+        print_table(tools_table(found.all_tools))
         summary = f"{len(found.all_tools)} tools, {len(broken)} broken"
         (err if broken else out).print(summary, markup=False)
     if broken:
@@ -173,6 +180,9 @@ def run(
     from silica.cli.show import save_image, show_result
 
     name = _named(name, "run NAME --input '{...}'")
+    if save_images is not None and save_images.exists() and not save_images.is_dir():
+        fail(f"--save-images {save_images} is a file, not a folder; give a folder to save "
+             "the images in (it is created if it does not exist)", 2)
     try:
         arguments = json.loads(input_)
     except ValueError as exc:

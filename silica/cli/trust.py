@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 from cyclopts import Parameter
-from rich.table import Table
 
-from silica.cli.output import fail, out, plain, print_json, say, warn
+from silica.cli.output import fail, out, plain, print_json, print_table, say, table, warn
 from silica.paths import PROJECT_TOOL_DIRS, silica_home
 from silica.security.trust import TrustError, TrustStore
 
@@ -70,9 +69,7 @@ def _show(store: TrustStore, json_: bool) -> None:
     if not entries:
         out.print("No project is trusted yet. Trust one with: silica trust PATH", markup=False)
         return
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("path", overflow="fold")
-    table.add_column("since")
+    grid = table("path", "since", whole=("path",))
     for e in entries:
-        table.add_row(plain(e.path), plain(e.since))
-    out.print(table)
+        grid.add_row(plain(e.path), plain(e.since))
+    print_table(grid)

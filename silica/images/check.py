@@ -49,6 +49,7 @@ from silica.blocks import ImageBlock, TextBlock
 from silica.images import budget
 from silica.images.limits import ANTHROPIC, GIF, JPEG, PNG, WEBP, ImageLimits
 from silica.images.payload import ImagePayload
+from silica.images.png_repair import drop_damaged_ancillary
 from silica.images.sniff import normalize_media_type, sniff_media_type
 
 MIN_SIDE = 32
@@ -151,7 +152,13 @@ def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool) -> ImageBlo
         raise _Dropped(
             f"{label} cannot be decoded here, so it was not sent; convert it to PNG or JPEG first"
         )
-    return _fit(data, true_type, label, payload.source, limits, many, pillow_formats)
+    source = payload.source
+    if true_type == PNG:
+        data, dropped = drop_damaged_ancillary(data)
+        if dropped:
+            note = f"damaged {', '.join(dict.fromkeys(dropped))} chunk dropped"
+            source = f"{source} ({note})" if source else note
+    return _fit(data, true_type, label, source, limits, many, pillow_formats)
 
 
 def _fit(
