@@ -39,6 +39,16 @@ def isolated(tmp_path, monkeypatch):
     find_uv.cache_clear()
 
 
+@pytest.fixture(params=["anthropic", "ollama", "openai"])
+def kind(request, monkeypatch, tmp_path) -> str:
+    """Each bundled provider in turn, with none of the machine's keys, URLs or hosts."""
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return request.param
+
+
 @pytest.fixture
 def home() -> Path:
     import os

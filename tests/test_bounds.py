@@ -59,15 +59,6 @@ DEEP_EVENT = {
 }
 
 
-@pytest.fixture(params=sorted(SERVERS))
-def kind(request, monkeypatch, tmp_path) -> str:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return request.param
-
-
 def complete(kind: str, script, monkeypatch, **attributes):
     """The reply of ``kind``'s provider to one request, against a server replaying
     ``script``; the provider's attributes set first (``max_line=...``)."""

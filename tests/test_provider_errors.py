@@ -24,15 +24,6 @@ MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-4.1", "ollama": "llav
 KEY_VARS = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-@pytest.fixture(params=sorted(SERVERS))
-def kind(request, monkeypatch, tmp_path) -> str:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return request.param
-
-
 def call(kind: str, srv, monkeypatch, **attributes):
     srv.use(monkeypatch)
     provider = get_provider(kind, Settings(provider=kind))
