@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 SECRET_PATTERNS: tuple[str, ...] = (
     "*_KEY", "*_API_KEY", "*_TOKEN", "*_SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS",
@@ -46,11 +48,24 @@ def is_pattern(text: str) -> bool:
     return any(c in _PATTERN_CHARS for c in text)
 
 
+# One compiled pattern each: listing 50 tools checks every variable for every tool.
+_SECRET = re.compile("|".join(fnmatch.translate(p) for p in SECRET_PATTERNS), re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(fnmatch.translate(p) for p in patterns)) if patterns else None
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether ``name`` matches one of the shell-style ``patterns`` (case counts)."""
+    compiled = _any_of(tuple(patterns))
+    return compiled is not None and compiled.match(name) is not None
+
+
 def is_secret(name: str, withhold: Iterable[str] = ()) -> bool:
     """Whether the variable ``name`` is withheld from tools unless granted."""
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, p) for p in SECRET_PATTERNS) or \
-        any(fnmatch.fnmatchcase(name, p) for p in withhold)
+    return _SECRET.match(name) is not None or matches(name, withhold)
 
 
 @dataclass(frozen=True)
@@ -97,8 +112,7 @@ class EnvPolicy:
         """``environ`` without its secrets, except those matching a ``granted`` pattern."""
         granted = tuple(granted)
         return {name: value for name, value in environ.items()
-                if not is_secret(name, self.withhold)
-                or any(fnmatch.fnmatchcase(name, g) for g in granted)}
+                if not is_secret(name, self.withhold) or matches(name, granted)}
 
     def access(self, environ: Mapping[str, str], tool: str, asked: Iterable[str],
                from_pack: bool) -> EnvAccess:
