@@ -21,13 +21,17 @@
     weather = ["OPENWEATHER_KEY"]
 
     [mcp]
-    timeout = 60                    # seconds for a server to start and answer one request
+    timeout = 60                    # seconds for a server to start, and for one call
     [mcp.servers.files]             # a server started as a command (stdio) ...
     command = "uvx"
     args = ["some-mcp-server", "--root", "."]
     env = { LOG_LEVEL = "warning" }
-    [mcp.servers.remote]            # ... or one reached over streamable HTTP
+    cwd = "/srv/files"              # default: silica's working directory
+    timeout = 120                   # per call; startup_timeout for start + first listing
+    [mcp.servers.remote]            # ... or one reached over HTTP (transport = "sse": old SSE)
     url = "http://127.0.0.1:9000/mcp"
+    headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }   # ${VAR}: from the environment
+    enabled = false                 # not started, not listed
 
 Environment: ``SILICA_PROVIDER``, ``SILICA_MODEL``, ``SILICA_VISION`` (true/false),
 ``SILICA_MAX_TURNS``. A bad file or value raises ``ConfigError`` naming the key and the
@@ -41,7 +45,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -131,29 +135,63 @@ class StoreSettings(_Section):
 
 
 class McpServerSettings(_Section):
-    """One MCP server: ``command`` (with ``args`` and ``env``) runs it over stdio, ``url``
-    reaches it over streamable HTTP. Exactly one of the two is given."""
+    """One MCP server: ``command`` (with ``args``, ``env`` and ``cwd``) runs it over stdio,
+    ``url`` reaches it over HTTP (``headers`` sent with every request; ``${VAR}`` in a value
+    is taken from the environment when silica connects). Exactly one of the two is given.
+
+    ``transport`` picks the HTTP protocol: ``"streamable-http"`` (the default) or ``"sse"``
+    (the older HTTP+SSE transport; also chosen when ``url`` ends in ``/sse``). ``timeout``
+    bounds one call (default ``[mcp] timeout``), ``startup_timeout`` the start, handshake and
+    first listing (default ``[mcp] timeout``); ``enabled = false`` keeps the server out.
+    """
 
     command: str | None = Field(default=None, min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    transport: Literal["stdio", "streamable-http", "sse"] | None = None
+    timeout: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
+    startup_timeout: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
+    enabled: bool = True
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:
         if (self.command is None) == (self.url is None):
             raise ValueError('give either "command" (a server run over stdio) or "url" '
-                             "(streamable HTTP), not both or neither")
-        if self.url is not None and (self.args or self.env):
-            raise ValueError('"args" and "env" go with "command", not with "url"')
+                             "(streamable HTTP or SSE), not both or neither")
+        if self.url is not None and (self.args or self.env or self.cwd is not None):
+            raise ValueError('"args", "env" and "cwd" go with "command", not with "url"')
+        if self.command is not None and self.headers:
+            raise ValueError('"headers" go with "url" (HTTP), not with "command"; '
+                             'give a stdio server its secrets in "env"')
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError(f'transport "{self.transport}" needs a "url", not a "command"')
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError('transport "stdio" needs a "command", not a "url"')
         return self
+
+    @property
+    def kind(self) -> str:
+        """``stdio``, ``streamable-http`` or ``sse``: the transport silica uses."""
+        if self.command is not None:
+            return "stdio"
+        if self.transport:
+            return self.transport
+        return "sse" if (self.url or "").rstrip("/").endswith("/sse") else "streamable-http"
 
 
 class McpSettings(_Section):
-    """MCP servers whose tools silica offers, by name (the prefix of their tools' names)."""
+    """MCP servers whose tools silica offers, by name (the prefix of their tools' names);
+    ``timeout`` is each server's default for a call and for its start."""
 
     servers: dict[str, McpServerSettings] = Field(default_factory=dict)
     timeout: float = Field(default=60.0, gt=0, le=_MAX_SECONDS)
+
+    def enabled(self) -> dict[str, McpServerSettings]:
+        """The servers to start and list: those without ``enabled = false``."""
+        return {name: s for name, s in self.servers.items() if s.enabled}
 
 
 class Settings(_Section):

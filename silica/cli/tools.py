@@ -109,9 +109,23 @@ def tools_table(tools: list[Tool]):
 
 
 @app.command(name="list")
-def list_tools(*, json_: JsonFlag = False):
-    """List every tool found, with its status, origin and source file."""
-    found = discover_tools()
+def list_tools(*, json_: JsonFlag = False,
+               refresh: Annotated[bool, Parameter(negative="")] = False):
+    """List every tool found, with its status, origin and source file.
+
+    Parameters
+    ----------
+    refresh
+        Start every MCP server to list its tools, instead of showing the list it gave last
+        time (origin "mcp:NAME (cached)").
+    """
+    if refresh:
+        found = discover_tools()
+    else:
+        from silica.mcp.source import cached_listing
+
+        with cached_listing():
+            found = discover_tools()
     if json_:
         print_json([t.to_row() for t in found.all_tools])
         return

@@ -1,14 +1,12 @@
-"""Talking to one MCP server: list its tools, call one, turn the answer into silica blocks.
+"""The pieces of talking to one MCP server: its transport, its stderr, its errors explained.
 
-Every operation connects, does its one request and disconnects (a stdio server is started
-for it and stopped after), all within ``timeout`` seconds. A server that cannot be started
-or reached, that stops, that answers garbage or not at all raises ``McpServerError`` whose
-message says what happened (with the end of the server's stderr, when it wrote any).
+``transport(name, server, stderr)`` is the SDK transport for a server's settings (stdio,
+streamable HTTP or SSE, with ``headers`` expanded from the environment). ``explain`` turns
+whatever went wrong into one message for the model and the person, with the end of the
+server's stderr. Connections themselves are ``silica.mcp.connections``'s business.
 
 A stdio server's stderr goes to a pipe drained as it arrives; only its last ``STDERR_KEEP``
 bytes are kept (in memory, never on disk), however much the server writes.
-
-What a call's result becomes is ``silica.mcp.content``'s business.
 """
 
 from __future__ import annotations
@@ -16,86 +14,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import threading
-from collections.abc import Awaitable, Callable
-from typing import IO, Any, TypeVar
+from collections.abc import AsyncIterator, Mapping
+from typing import IO, Any
 
-from silica.blocks import ToolResult
 from silica.config import McpServerSettings
 from silica.errors import SilicaError
-from silica.mcp.content import result_of
-
-T = TypeVar("T")
 
 _STDERR_TAIL = 600  # characters of stderr quoted in a message
 STDERR_KEEP = 64 * 1024  # bytes of a server's stderr kept while it runs
 _STDERR_READ = 64 * 1024
-_STDERR_DRAIN = 1.0  # seconds to wait for the last of stderr once the server is stopped
+STDERR_DRAIN = 1.0  # seconds to wait for the last of stderr once the server is stopped
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class McpServerError(SilicaError):
     """An MCP server could not be used for one operation; the message says why."""
-
-
-async def list_tools(name: str, server: McpServerSettings, timeout: float) -> list[Any]:
-    """The server's tools (``mcp_types.Tool``: name, description, input_schema), every page."""
-
-    async def pages(client) -> list[Any]:
-        tools, cursor = [], None
-        for _ in range(100):  # a server whose cursor never ends must not hang discovery
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return tools
-
-    return await _with_server(name, server, timeout, pages, "listing its tools")
-
-
-async def call_tool(name: str, server: McpServerSettings, tool: str, arguments: dict,
-                    timeout: float) -> ToolResult:
-    """Call ``tool`` on the server; its answer as a ``ToolResult`` (``isError`` kept)."""
-
-    async def call(client):
-        return await client.call_tool(tool, arguments)
-
-    result = await _with_server(name, server, timeout, call, f"the call of {tool!r}")
-    return await result_of(name, result)
-
-
-# -- connecting -------------------------------------------------------------------------
-
-
-async def _with_server(name: str, server: McpServerSettings, timeout: float,
-                       operation: Callable[[Any], Awaitable[T]], what: str) -> T:
-    from mcp import Client  # the SDK is imported only when a server is used
-
-    noise: list[str] = []  # lines the server printed to stdout that are not MCP
-
-    async def on_message(message) -> None:
-        if isinstance(message, Exception) and len(noise) < 3:
-            noise.append(_unparsed(message))
-
-    started = done = False
-    answer: Any = None
-    tail: StderrTail | None = None
-    try:
-        tail = StderrTail() if server.command else None
-        async with asyncio.timeout(timeout):
-            async with Client(_transport(server, tail.writer if tail else None),
-                              message_handler=on_message, cache=None) as client:
-                started = True
-                answer, done = await operation(client), True
-    except Exception as exc:
-        if not done:  # once the answer is in, a failure while disconnecting is no matter
-            said = await asyncio.to_thread(tail.text, _STDERR_DRAIN) if tail else ""
-            raise McpServerError(_explain(exc, name, server, timeout, what, started,
-                                          _tail(said), noise)) from None
-    finally:
-        if tail is not None:
-            tail.close()
-    return answer
 
 
 class StderrTail:
@@ -140,27 +75,62 @@ class StderrTail:
             return bytes(self._kept[-self._keep:]).decode("utf-8", "replace")
 
 
-def _transport(server: McpServerSettings, stderr: IO[str] | None):
-    if server.url:
-        from mcp.client.streamable_http import streamable_http_client
+def expand_headers(name: str, headers: Mapping[str, str],
+                   environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``headers`` with every ``${VAR}`` replaced by the environment's value; a variable
+    that is not set raises ``McpServerError`` naming it and the header."""
+    environ = os.environ if environ is None else environ
+    done: dict[str, str] = {}
+    for key, value in headers.items():
+        missing = [v for v in _VARIABLE.findall(value) if v not in environ]
+        if missing:
+            raise McpServerError(
+                f"the MCP server {name!r} needs the environment variable {missing[0]} "
+                f"(in its header {key!r}); set it, or change headers in config.toml")
+        done[key] = _VARIABLE.sub(lambda m: environ[m.group(1)], value)
+    return done
 
-        return streamable_http_client(server.url)
+
+def transport(name: str, server: McpServerSettings, stderr: IO[str] | None):
+    """The SDK transport (an async context manager of the two streams) for ``server``."""
+    if server.url:
+        return _http(name, server)
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=server.command or "", args=server.args,
-                                   env=server.env or None)
+                                   env=server.env or None, cwd=server.cwd)
     return stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
 
 
-def _explain(exc: Exception, name: str, server: McpServerSettings, timeout: float, what: str,
-             started: bool, stderr: str, noise: list[str]) -> str:
+@contextlib.asynccontextmanager
+async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
+    headers = expand_headers(name, server.headers)  # at connect time: tokens stay out of files
+    url = server.url or ""
+    if server.kind == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(url, headers=headers or None) as streams:
+            yield streams
+        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=headers or None) as http, \
+            streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: float,
+            what: str, started: bool, stderr: str, noise: list[str]) -> str:
     """One message for the model and the person: what failed, and what the server said."""
     from mcp.shared.exceptions import MCPError
     from pydantic import ValidationError
 
     leaf = _leaf(exc)
     where = f"MCP server {name!r}"
+    if isinstance(leaf, McpServerError):  # already says what to do
+        return str(leaf)
     if isinstance(leaf, TimeoutError):  # before OSError, of which it is a kind
         step = what if started else "starting up"
         message = f"the {where} did not answer within {timeout:g} s ({step})"
@@ -187,6 +157,18 @@ def _explain(exc: Exception, name: str, server: McpServerSettings, timeout: floa
     return message
 
 
+def lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection is gone (the server stopped, the stream broke)."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    leaf = _leaf(exc)
+    if isinstance(leaf, MCPError):
+        return "closed" in str(leaf).lower()
+    return isinstance(leaf, (anyio.ClosedResourceError, anyio.BrokenResourceError,
+                             anyio.EndOfStream, ConnectionError))
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside the SDK's task groups' exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -195,7 +177,7 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _unparsed(exc: Exception) -> str:
+def unparsed(exc: Exception) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors):
         with contextlib.suppress(Exception):
@@ -205,7 +187,7 @@ def _unparsed(exc: Exception) -> str:
     return str(exc)[:120]
 
 
-def _tail(text: str) -> str:
+def stderr_tail(text: str) -> str:
     """The end of a server's stderr for a message: blank lines dropped, the last
     ``_STDERR_TAIL`` characters."""
     lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]

@@ -1,26 +1,56 @@
 """MCP servers as a tool source: each server's tools as built-in tools, named ``<server>__<tool>``.
 
-    for tool in mcp_tools(settings):    # lists every server in settings.mcp.servers, at once
+    for tool in mcp_tools(settings):    # lists every enabled server in settings.mcp.servers
         register(tool)
 
 A tool is offered under ``tool_name(server, tool)`` with origin ``mcp:<server>`` and the
-server's description and input schema; calling it connects to the server again and calls
-the tool there. A server that cannot be listed gives one row, ``<server>__*``, with the
-reason (``BuiltinTool.error``), and the other servers' tools are listed as usual.
+server's description and input schema; calling it goes through the server's one live
+connection (``silica.mcp.connections``), started if needed. A server that cannot be listed
+gives one row, ``<server>__*``, with the reason (``BuiltinTool.error``), and the other
+servers' tools are listed as usual.
+
+Every list fetched live is kept on disk, under ``$SILICA_HOME/cache/mcp/``, one file per
+server keyed by a hash of its name and settings. Inside ``cached_listing()`` (what ``silica
+tools list`` uses without ``--refresh``), a server with such a file is not started: its tools
+come from the file with origin ``mcp:<server> (cached)``. Everywhere else (the agent, ``mcp
+serve``, ``tools run``, a library ``Toolbox``) the list is the live connection's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import contextlib
 import hashlib
+import json
+import os
 import re
+import tempfile
+from collections.abc import Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings, Settings
-from silica.mcp.client import McpServerError, call_tool, list_tools
+from silica.mcp.client import McpServerError
+from silica.mcp.connections import config_key, connections
+from silica.paths import cache_dir
 from silica.tools.builtin import BuiltinTool, ToolContext
+
+_CACHED_LISTING: ContextVar[bool] = ContextVar("silica_mcp_cached_listing", default=False)
+_CACHE_VERSION = 1
+
+
+@contextlib.contextmanager
+def cached_listing() -> Iterator[None]:
+    """Within: discovery is only to show the tools, and may take a server's last list from
+    the disk cache instead of starting it (calls still use the live connection)."""
+    token = _CACHED_LISTING.set(True)
+    try:
+        yield
+    finally:
+        _CACHED_LISTING.reset(token)
+
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_NAME = 64
@@ -38,55 +68,47 @@ def tool_name(server: str, tool: str) -> str:
 
 
 def mcp_tools(settings: Settings) -> list[BuiltinTool]:
-    """The tools of every configured server, servers listed in parallel (blocks until done)."""
-    servers = settings.mcp.servers
+    """The tools of every enabled server, servers listed in parallel (blocks until done)."""
+    servers = settings.mcp.enabled()
     if not servers:
         return []
     timeout = settings.mcp.timeout
-    listings = _run(_list_all(servers, timeout))
+    cached: dict[str, list[dict]] = {}
+    if _CACHED_LISTING.get():
+        cached = {n: t for n, s in servers.items() if (t := _load(n, s)) is not None}
+    manager = connections()
+    manager.save = _save
+    live = {n: s for n, s in servers.items() if n not in cached}
+    listings = dict(zip(live, manager.list_all_blocking(live, timeout), strict=True)) \
+        if live else {}
     tools: list[BuiltinTool] = []
-    for (name, server), listing in zip(servers.items(), listings, strict=True):
+    for name, server in servers.items():
+        if name in cached:
+            rows = [SimpleNamespace(**row) for row in cached[name]]
+            tools.extend(_tool(name, server, t, timeout, " (cached)") for t in rows)
+            continue
+        listing = listings[name]
         if isinstance(listing, McpServerError):
             tools.append(_unavailable(name, str(listing)))
-        else:
-            tools.extend(_tool(name, server, t, timeout) for t in listing)
+            continue
+        found, note = listing
+        tools.extend(_tool(name, server, t, timeout) for t in found)
+        if note:
+            tools.append(_unavailable(name, note))
     return tools
 
 
-async def _list_all(servers: dict[str, McpServerSettings],
-                    timeout: float) -> list[list[Any] | McpServerError]:
-    async def one(name: str, server: McpServerSettings) -> list[Any] | McpServerError:
-        try:
-            return await list_tools(name, server, timeout)
-        except McpServerError as exc:
-            return exc
-
-    return await asyncio.gather(*(one(n, s) for n, s in servers.items()))
-
-
-def _run(coro):
-    """Run ``coro`` to the end from synchronous code, inside a running event loop or not."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own, in a thread
-        return pool.submit(asyncio.run, coro).result()
-
-
-def _tool(server_name: str, server: McpServerSettings, tool: Any, timeout: float) -> BuiltinTool:
+def _tool(server_name: str, server: McpServerSettings, tool: Any, timeout: float,
+          cached: str = "") -> BuiltinTool:
     remote = tool.name
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        try:
-            return await call_tool(server_name, server, remote, arguments, timeout)
-        except McpServerError as exc:
-            return ToolResult.error(str(exc))
+        return await connections().call_tool(server_name, server, remote, arguments, timeout)
 
     description = tool.description or tool.title or \
         f"The tool {remote!r} of the MCP server {server_name!r}."
     return BuiltinTool(tool_name(server_name, remote), description, dict(tool.input_schema),
-                       run, origin=f"mcp:{server_name}")
+                       run, origin=f"mcp:{server_name}{cached}")
 
 
 def _unavailable(server_name: str, reason: str) -> BuiltinTool:
@@ -95,3 +117,39 @@ def _unavailable(server_name: str, reason: str) -> BuiltinTool:
 
     return BuiltinTool(tool_name(server_name, "") + "*", f"the tools of MCP server {server_name!r}",
                        {"type": "object"}, run, origin=f"mcp:{server_name}", error=reason)
+
+
+# -- the disk cache of lists ------------------------------------------------------------
+
+
+def _cache_file(name: str, server: McpServerSettings) -> Path:
+    return cache_dir() / "mcp" / f"{config_key(name, server)}.json"
+
+
+def _load(name: str, server: McpServerSettings) -> list[dict] | None:
+    """The server's last list from disk, or ``None`` (none, or unreadable: list it live)."""
+    try:
+        data = json.loads(_cache_file(name, server).read_text(encoding="utf-8"))
+        if data.get("version") != _CACHE_VERSION or data.get("server") != name:
+            return None
+        return [{"name": str(t["name"]), "title": t.get("title"),
+                 "description": t.get("description"), "input_schema": dict(t["input_schema"])}
+                for t in data["tools"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _save(name: str, server: McpServerSettings, tools: list[Any]) -> None:
+    """Keep a live list on disk (written whole, then renamed: a reader never sees half)."""
+    rows = [{"name": t.name, "title": t.title, "description": t.description,
+             "input_schema": t.input_schema} for t in tools]
+    path = _cache_file(name, server)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mcp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"version": _CACHE_VERSION, "server": name, "tools": rows}, f)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):  # a cache that cannot be written is no cache
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
