@@ -4,6 +4,11 @@ A ``ToolResult`` is a list of text and image blocks plus ``is_error``. Image byt
 raw; base64 is made only when a wire format needs it (``to_anthropic``). A ``ToolCall`` is the
 model asking for a tool: providers make it from a reply, the agent keeps it in the
 conversation, so it lives here, below both.
+
+A block's ``audience`` says who it is for (MCP's ``annotations.audience``): ``None`` for
+both, ``("user",)`` for the person only (shown, never sent to a model), ``("assistant",)``
+for the model only (sent, never shown). ``for_model`` and ``for_user`` decide; a block saved
+without the field is for both, and the field is written only when set.
 """
 
 from __future__ import annotations
@@ -13,6 +18,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+Audience = tuple[Literal["user", "assistant"], ...]
+"""Who a block is for; see the module docstring."""
+
+
+def _audience_field() -> Any:
+    # Left out of dumps when unset, so sessions without audiences are saved as before.
+    return Field(default=None, exclude_if=lambda value: value is None)
+
+
+def for_model(block: Any) -> bool:
+    """Whether ``block`` goes to the model: it has no audience, or one with ``assistant``."""
+    audience = getattr(block, "audience", None)
+    return audience is None or "assistant" in audience
+
+
+def for_user(block: Any) -> bool:
+    """Whether ``block`` is shown to the person: no audience, or one with ``user``."""
+    audience = getattr(block, "audience", None)
+    return audience is None or "user" in audience
+
 
 class TextBlock(BaseModel):
     """Plain text for the model."""
@@ -21,6 +46,7 @@ class TextBlock(BaseModel):
 
     type: Literal["text"] = "text"
     text: str
+    audience: Audience | None = _audience_field()
 
     def to_anthropic(self) -> dict:
         return {"type": "text", "text": self.text}
@@ -37,6 +63,7 @@ class ImageBlock(BaseModel):
     width: int | None = None
     height: int | None = None
     source: str = ""  # which processor found it ("json", "kitty", ...)
+    audience: Audience | None = _audience_field()
 
     @property
     def base64(self) -> str:
@@ -72,6 +99,7 @@ class ImageRefBlock(BaseModel):
     type: Literal["image_ref"] = "image_ref"
     ref: ImageRef
     alt: str = ""
+    audience: Audience | None = _audience_field()
 
 
 Block = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
@@ -106,5 +134,7 @@ class ToolResult(BaseModel):
         return [b for b in self.blocks if isinstance(b, ImageBlock)]
 
     def to_anthropic(self) -> dict:
-        """``{"is_error", "content"}`` with blocks in the Anthropic ``tool_result`` form."""
-        return {"is_error": self.is_error, "content": [b.to_anthropic() for b in self.blocks]}
+        """``{"is_error", "content"}`` with blocks in the Anthropic ``tool_result`` form: what
+        a model gets, so blocks for the person only (``for_model`` false) are left out."""
+        return {"is_error": self.is_error,
+                "content": [b.to_anthropic() for b in self.blocks if for_model(b)]}

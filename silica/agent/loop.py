@@ -55,7 +55,8 @@ class AgentEvents:
 
     on_text: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None
-    # the result as the tool gave it, and where each of its images is kept (None: not kept)
+    # the result as the tool gave it, and where each of its images is kept (None: not kept);
+    # it holds every block: a view shows only those ``silica.blocks.for_user`` allows
     on_tool_result: Callable[[ToolCall, ToolResult, list[Path | None]], None] | None = None
     # what the person should know of a result: output cut (and where all of it is), an
     # image not kept and why; one sentence each, after on_tool_result

@@ -11,6 +11,10 @@
 A model without vision gets ``[Image: <alt>, <W>x<H>, <media type>]`` for every image, and
 so does an image in an assistant message (providers take images from the user side only).
 
+Blocks for the person only (``audience`` ``("user",)``, see ``silica.blocks.for_model``) are
+left out here, the one place a conversation becomes what a model gets: they are neither sent
+nor counted. A tool result left with nothing says so in one text block (``USER_ONLY``).
+
 The many-images rule applies to the request as built: the images that will be sent are
 counted; past ``info.limits.max_images_per_request`` the oldest become ``[Earlier image: ...]``
 text, and if ``info.limits.is_many(count)`` every image is fitted with ``many=True``.
@@ -33,7 +37,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 from silica.agent.conversation import Conversation, Message, ToolResultBlock
-from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock
+from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock, for_model
 from silica.config import AgingSettings
 from silica.images.check import prepare_image
 from silica.images.limits import ImageLimits
@@ -44,6 +48,9 @@ from silica.providers.base import ModelInfo, Request, RequestMessage, RequestToo
 FULL, LOWRES, EARLIER = "full", "lowres", "earlier"
 
 _MB = 1024 * 1024
+
+USER_ONLY = "[this result was shown to the user only]"
+"""What the model gets for a tool result whose every block is for the person only."""
 
 
 class FitCache:
@@ -158,13 +165,16 @@ def build_request(
         if isinstance(block, ImageRefBlock):
             return image(block, message)
         if isinstance(block, ToolResultBlock):
+            content = [resolve(b, message) for b in block.content if for_model(b)]
+            if block.content and not content:  # every call must still be answered
+                content = [TextBlock(text=USER_ONLY)]
             return RequestToolResult(
                 call_id=block.call_id, name=block.name, is_error=block.is_error,
-                content=[resolve(b, message) for b in block.content])
+                content=content)
         return block  # TextBlock, ToolCall
 
     messages = [
-        RequestMessage(role=m.role, content=[resolve(b, m) for b in m.content])
+        RequestMessage(role=m.role, content=[resolve(b, m) for b in m.content if for_model(b)])
         for m in conversation.messages
     ]
     return Request(model=model, system=system or conversation.system, tools=tools,
@@ -200,11 +210,11 @@ def _user_images(conversation: Conversation) -> Iterator[tuple[Message, ImageRef
         if message.role != "user":
             continue
         for block in message.content:
-            if isinstance(block, ImageRefBlock):
+            if isinstance(block, ImageRefBlock) and for_model(block):
                 yield message, block
             elif isinstance(block, ToolResultBlock):
                 for inner in block.content:
-                    if isinstance(inner, ImageRefBlock):
+                    if isinstance(inner, ImageRefBlock) and for_model(inner):
                         yield message, inner
 
 

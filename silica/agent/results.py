@@ -11,6 +11,8 @@ in the store. The whole text is saved beside the session when it is cut.
   undecodable runs compacted). If it cannot be written, the marker says so and why.
 - Images go into the ``ImageStore``; one the store cannot write becomes an
   ``[image not kept:`` notice saying why.
+- Every block keeps its ``audience`` (an image's goes onto its ref or its notice), so the
+  request builder can leave out what is for the person only.
 
 What callers may rely on: ``keep_result`` never raises for a result; ``Kept.content`` holds
 at most ``max_chars`` characters of the tool's text plus the markers, text and images in the
@@ -24,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from silica.blocks import ImageRefBlock, TextBlock, ToolResult
+from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
 from silica.fsutil import write_atomic
 from silica.images.store import ImageStore
 
@@ -72,8 +74,8 @@ def keep_result(result: ToolResult, *, name: str, store: ImageStore, folder: Pat
                 max_chars: int) -> Kept:
     """``result`` made ready for the conversation (see the module docstring); never raises
     for a result, whatever the disk does."""
-    blocks = [TextBlock(text=compact_undecodable(b.text)) if isinstance(b, TextBlock) else b
-              for b in result.blocks]
+    blocks = [b.model_copy(update={"text": compact_undecodable(b.text)})
+              if isinstance(b, TextBlock) else b for b in result.blocks]
     notes: list[str] = []
     output: Path | None = None
     total = sum(len(b.text) for b in blocks if isinstance(b, TextBlock))
@@ -87,7 +89,7 @@ def keep_result(result: ToolResult, *, name: str, store: ImageStore, folder: Pat
         notes.append(f"the output was {total:,} characters; the model got the first and last "
                      f"{max_chars // 2:,}; {where}")
     own = {id(b) for b in blocks}
-    content = store.put_message(blocks, alt=name, keep_going=True)
+    content = _with_audiences(blocks, store.put_message(blocks, alt=name, keep_going=True), own)
     notes += [b.text.strip("[]") for b in content
               if id(b) not in own and isinstance(b, TextBlock)]  # images not kept, and why
     return Kept(content=content, images=image_paths(result, content, store), output=output,
@@ -113,10 +115,30 @@ def _clip(blocks: list, limit: int, marker: str) -> list:
             continue
         head = text[:max(0, head_end - start)]
         tail = text[max(0, tail_start - start):]
-        kept = head + ("" if marked else marker) + tail
+        mark = "" if marked else marker
         marked = True
-        if kept.strip():
-            out.append(TextBlock(text=kept))
+        if block.audience is not None and mark:  # the marker is for both, like the cut
+            pieces = [block.model_copy(update={"text": head}), TextBlock(text=mark),
+                      block.model_copy(update={"text": tail})]
+        else:
+            pieces = [block.model_copy(update={"text": head + mark + tail})]
+        out.extend(piece for piece in pieces if piece.text.strip())
+    return out
+
+
+def _with_audiences(given: list, stored: list, own: set[int]) -> list:
+    """``stored`` (what ``put_message`` made of ``given``) with each image's audience on the
+    ref or notice in its place. Blocks of ``given`` come back as they were (``own``); the
+    others stand for its images in order, the last maybe for all those past the store's
+    limit, so each takes the audience of the next image."""
+    audiences = iter([b.audience for b in given if isinstance(b, ImageBlock)])
+    out = []
+    for block in stored:
+        if id(block) not in own:
+            audience = next(audiences, None)
+            if audience is not None:
+                block = block.model_copy(update={"audience": audience})
+        out.append(block)
     return out
 
 

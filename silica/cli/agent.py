@@ -87,12 +87,15 @@ class AgentView:
                                 plain(f" {args}")))
 
     def on_tool_result(self, call, result, paths) -> None:
+        from silica.blocks import for_user
         from silica.cli.show import describe_image
         from silica.cli.terminal import kitty_image
 
         style = "red" if result.is_error else "green"
         err.print(Text.assemble(("  ← ", style), plain(f"{call.name}: {_first_line(result)}")))
         for image, path in zip(result.images, paths, strict=False):
+            if not for_user(image):  # for the model only
+                continue
             if self.inline:
                 out.file.write(kitty_image(image.data) + "\n")
             say("  " + describe_image(image, path), console=err)
@@ -108,13 +111,14 @@ def _kitty_supported() -> bool:
 
 
 def _first_line(result) -> str:
-    """The first non-blank line of ``result``'s text, at most ``_SHOWN`` characters; cheap
-    for any size of output (nothing past it is read)."""
+    """The first non-blank line of ``result``'s text shown to the person (text for the model
+    only is skipped), at most ``_SHOWN`` characters; cheap for any size of output (nothing
+    past it is read)."""
     from silica.agent.results import compact_undecodable
-    from silica.blocks import TextBlock
+    from silica.blocks import TextBlock, for_user
 
     for block in result.blocks:
-        if not isinstance(block, TextBlock):
+        if not isinstance(block, TextBlock) or not for_user(block):
             continue
         found = _FIRST_WORDS.search(block.text)
         if found:

@@ -4,6 +4,9 @@ drawn inline too where the terminal speaks the kitty graphics protocol.
 A text block is shown up to ``SHOW_CHARS`` characters and ``SHOW_LINES`` lines, then one line
 saying how much was left out and the file that holds all of it, so showing a flood of output
 takes as long as showing its start.
+
+Blocks for the model only (``audience`` ``("assistant",)``) are not shown; one dim line
+says how many were left out.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from silica.blocks import ImageBlock, TextBlock, ToolResult
+from silica.blocks import ImageBlock, TextBlock, ToolResult, for_user
 from silica.cli.output import err, out, plain, say
 from silica.fsutil import write_atomic
 from silica.paths import silica_home
@@ -93,7 +96,10 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
     ``kitty_supported`` says the terminal can), and always described in one line.
 
     A long text block is cut (``clip_for_terminal``) with a line naming where all of the
-    result's text is: ``full_output`` if given, else a file ``save_text`` writes."""
+    result's text is: ``full_output`` if given, else a file ``save_text`` writes.
+
+    ``saved`` holds an entry per image of ``result`` (``result.images``), shown or not; blocks
+    for the model only are skipped (see the module docstring)."""
     from silica.agent.results import compact_undecodable
     from silica.cli.terminal import kitty_image, kitty_supported
 
@@ -102,14 +108,22 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
         inline = kitty_supported(os.environ, _isatty(console.file))
     images = iter(saved)
     problem = ""
+    hidden = 0
     for block in result.blocks:
+        if not for_user(block):
+            hidden += 1
+            if isinstance(block, ImageBlock):
+                next(images, None)  # ``saved`` follows every image, this one too
+            continue
         if isinstance(block, TextBlock):
             shown, left = clip_for_terminal(block.text)
             # a tool's words: never markup, never escapes; undecodable runs as one marker
             console.print(plain(compact_undecodable(shown)))
             if left:
                 if full_output is None:
-                    full_output, problem = save_text(compact_undecodable(result.text))
+                    words = "\n".join(b.text for b in result.blocks
+                                      if isinstance(b, TextBlock) and for_user(b))
+                    full_output, problem = save_text(compact_undecodable(words))
                 where = (f"all of it is in {full_output}" if full_output else
                          f"it could not be saved: {problem}")
                 say(f"[… {left:,} more characters not shown; {where}]", console=console,
@@ -126,6 +140,9 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
                     console.file.write(drawn + "\n")
                     console.file.flush()
             console.print(plain(describe_image(block, next(images, None))))
+    if hidden:
+        what = "block" if hidden == 1 else "blocks"
+        say(f"[{hidden} {what} for the model only, not shown]", console=console, style="dim")
 
 
 def _isatty(stream) -> bool:
