@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import os
@@ -172,6 +173,40 @@ def test_a_2026_client_hears_of_changes_on_its_listen_stream(examples, errlog):
     assert {"added", "hello", "chart"} <= names
 
 
+def test_a_cancelled_call_stops_its_tool_and_the_server_keeps_serving(examples, tmp_path,
+                                                                     errlog):
+    marker = tmp_path / "pids"
+    script_tool(examples, "slow.py", simple_spec("slow"), body=f"""\
+        import os, subprocess, time
+        child = subprocess.Popen(["sleep", "300"])
+        with open({str(marker) + ".tmp"!r}, "w") as f:
+            f.write(f"{{os.getpid()}} {{child.pid}}")
+        os.replace({str(marker) + ".tmp"!r}, {str(marker)!r})
+        time.sleep(300)
+        """)
+
+    async def act():
+        async with connected(errlog) as session:
+            call = asyncio.create_task(session.call_tool("slow", {}))
+            while not marker.exists():
+                assert not call.done(), call.result()
+                await asyncio.sleep(0.05)
+            pids = [int(p) for p in marker.read_text().split()]
+            # The client's way to cancel: abandoning the request sends notifications/cancelled.
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            while not all(gone(pid) for pid in pids):  # bounded by ``bounded``
+                await asyncio.sleep(0.05)
+            return (pids, await session.list_tools(),
+                    await session.call_tool("hello", {"name": "again"}))
+
+    pids, listed, again = bounded(act())
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
+    assert "slow" in {t.name for t in listed.tools}
+    assert not again.is_error and text_of(again).strip() == "Hello, again."
+
+
 @pytest.fixture
 def http_server(examples, tmp_path):
     """``silica mcp serve --http --port 0``: the URL it reports on stderr."""
@@ -307,3 +342,26 @@ def test_a_client_leaving_while_tools_are_discovered_stops_the_discovery(user_to
     proc.stdin.close()
     ended_quietly(proc, errfile)
     assert gone(pid), "the --toolspec process outlived the server"
+
+
+def test_a_change_upstream_reaches_the_hosts_of_mcp_serve(examples, home, errlog):
+    """An MCP server silica uses says its tools changed: silica mcp serve tells its host."""
+    state_server = Path(__file__).parent / "mcp_fixtures" / "state_server.py"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[mcp.servers.st]\ncommand = "{sys.executable}"\n'
+        f'args = ["{state_server}", "--tools", "1"]\n')
+
+    async def act():
+        async with Client(serve_stdio(errlog)) as client, \
+                client.listen(tools_list_changed=True) as subscription:
+            before = {t.name for t in (await client.list_tools()).tools}
+            grew = await client.call_tool("st__grow", {})
+            event = await asyncio.wait_for(anext(aiter(subscription)), CHANGE_TIMEOUT)
+            after = {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+            return before, grew, event, after
+
+    before, grew, event, after = bounded(act())
+    assert "st__grow" in before and "st__grown" not in before
+    assert text_of(grew) == "grew"
+    assert isinstance(event, ToolsListChanged) and "st__grown" in after

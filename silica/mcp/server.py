@@ -9,6 +9,12 @@ exactly what ``Toolbox.specs()`` gives a model), its ``input_schema`` passed on 
 checked and fitted to the Toolbox's ``image_limits``) become image content, and
 ``is_error`` becomes ``isError``. An unknown tool or bad input is an error result.
 
+A call the client cancels (``notifications/cancelled``) is stopped with every process its
+tool started, and is not answered. A call whose request carries a ``progressToken`` gets
+``notifications/progress``: the tool's own ``progress: ...`` lines on stderr
+(``progress_line``) as they come, or, while it prints none, the seconds it has been running,
+every ``ELAPSED_EVERY`` seconds. Without a token nothing is sent.
+
 A watcher stats the tool folders about once a second (names, sizes and mtimes of ``*.py``
 files; nothing is read or run while nothing changes). When they change it discovers again
 and, if the tool list changed, tells every client: ``notifications/tools/list_changed`` on
@@ -25,8 +31,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import socket
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +54,7 @@ from mcp.server.subscriptions import (
 from silica import __version__
 from silica.blocks import ImageBlock, ToolResult
 from silica.errors import SilicaError
+from silica.security.text import safe_text
 from silica.tools.discovery import tool_folders
 from silica.tools.toolbox import Toolbox
 
@@ -54,6 +64,9 @@ T = TypeVar("T")
 
 POLL_INTERVAL = 1.0  # seconds between two looks at the tool folders
 STOP_GRACE = 10.0  # seconds a cancelled call or discovery gets to stop its processes
+ELAPSED_EVERY = 2.0  # seconds between two elapsed-time notifications while a tool is silent
+PROGRESS_EVERY = 0.1  # a tool printing progress faster is sent on at this pace, latest first
+MESSAGE_CAP = 200  # characters of a progress line's message passed on
 # What a client that went away leaves behind on stdio: a broken stdout, closed streams.
 _GONE = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError,
          anyio.ClosedResourceError)
@@ -82,15 +95,104 @@ def folder_state(folders: list[Path]) -> FolderState:
     return tuple(state)
 
 
+_NUMBER = r"\d+(?:\.\d+)?"
+_PROGRESS = re.compile(rf"\s*progress:\s*(?P<done>{_NUMBER})\s*"
+                       rf"(?:(?P<percent>%)|/\s*(?P<total>{_NUMBER}))?"
+                       r"(?:\s+(?P<message>.*))?", re.IGNORECASE)  # greedy: linear time
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """One ``notifications/progress``: ``progress`` and, when known, ``total`` and a
+    ``message``."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+def progress_line(line: str) -> ProgressReport | None:
+    """The progress a tool reports on one stderr line, or ``None`` if the line is not one.
+
+    ``progress: 3/10`` is 3 of 10, ``progress: 42%`` is 42 of 100, ``progress: 7`` is 7 of an
+    unknown total; any of them may be followed by a space and a message (made safe to show,
+    cut to ``MESSAGE_CAP`` characters). ``progress:`` is matched in any case, at the start of
+    the line (after blanks). A zero total is not a report.
+    """
+    found = _PROGRESS.fullmatch(line)
+    if found is None:
+        return None
+    total = 100.0 if found["percent"] else float(found["total"]) if found["total"] else None
+    if total == 0:
+        return None
+    message = safe_text((found["message"] or "").strip())[:MESSAGE_CAP] or None
+    return ProgressReport(float(found["done"]), total, message)
+
+
+class ProgressReporter:
+    """Sends one call's progress through ``send(progress, total, message)``.
+
+    Feed it the tool's stderr lines (``line``) and run ``run()`` beside the call, cancelling it
+    when the call ends. Until the tool prints a progress line, ``run`` sends the seconds the
+    call has been running every ``elapsed_every`` seconds (no total, ``"running for N s"``);
+    from the first one on, only the tool's own reports, at most one per ``PROGRESS_EVERY``
+    seconds (the latest wins), and only those above the previous one (MCP wants progress to
+    increase). A failing ``send`` (the client went away) ends the reporting, not the call.
+    """
+
+    def __init__(self, send: Callable[[float, float | None, str | None], Awaitable[None]],
+                 elapsed_every: float = ELAPSED_EVERY) -> None:
+        self._send = send
+        self._elapsed_every = elapsed_every
+        self._latest: ProgressReport | None = None  # the tool's last report taken
+        self._wake = asyncio.Event()
+
+    def line(self, text: str) -> None:
+        """One line of the tool's stderr (called by the runner as it arrives)."""
+        report = progress_line(text)
+        last = self._latest
+        if report is None or (last is not None and report.progress <= last.progress):
+            return
+        self._latest = report
+        self._wake.set()
+
+    async def run(self) -> None:
+        started = next_tick = time.monotonic()
+        next_tick += self._elapsed_every
+        try:
+            while True:
+                wait = None if self._latest is not None else max(0.0, next_tick - time.monotonic())
+                try:
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                except TimeoutError:  # still silent: say how long it has been running
+                    elapsed = int(time.monotonic() - started)
+                    await self._send(elapsed, None, f"running for {elapsed} s")
+                    next_tick = time.monotonic() + self._elapsed_every
+                    continue
+                self._wake.clear()
+                report = self._latest
+                assert report is not None
+                await self._send(report.progress, report.total, report.message)
+                await asyncio.sleep(PROGRESS_EVERY)
+        except Exception as exc:  # the client is gone or broken: the call goes on anyway
+            log.debug("progress notifications stopped: %s", exc)
+
+
 def call_result(result: ToolResult) -> types.CallToolResult:
-    """A silica ``ToolResult`` as MCP content: text for text, image for image, in order."""
+    """A silica ``ToolResult`` as MCP content: text for text, image for image, in order; a
+    block's ``audience`` becomes its ``annotations.audience``."""
     content: list[types.TextContent | types.ImageContent] = []
     for block in result.blocks:
+        # the host decides what its model and its user see, as MCP intends
+        annotations = types.Annotations(audience=list(block.audience)) if block.audience \
+            else None
         if isinstance(block, ImageBlock):
             content.append(types.ImageContent(type="image", data=block.base64,
-                                              mime_type=block.media_type))
+                                              mime_type=block.media_type,
+                                              annotations=annotations))
         else:
-            content.append(types.TextContent(type="text", text=block.text))
+            content.append(types.TextContent(type="text", text=block.text,
+                                             annotations=annotations))
     return types.CallToolResult(content=content, is_error=result.is_error)
 
 
@@ -150,12 +252,28 @@ class ToolServer:
     async def _call_tool(self, ctx: ServerRequestContext,
                          params: types.CallToolRequestParams) -> types.CallToolResult:
         await self._specs()  # so the call does not start a discovery of its own
+        # Only a client that asked (a progressToken in _meta) hears of progress.
+        wanted = ctx.request_id is not None and (ctx.meta or {}).get("progress_token") is not None
+        reporter = ProgressReporter(ctx.session.report_progress) if wanted else None
         try:
-            result = await to_the_end(self.toolbox.acall(params.name, params.arguments))
+            result = await to_the_end(self._acall(params.name, params.arguments, reporter))
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
         return call_result(result)
+
+    async def _acall(self, name: str, arguments: dict[str, Any] | None,
+                     reporter: ProgressReporter | None) -> ToolResult:
+        """``Toolbox.acall``, with ``reporter`` (if any) reporting while it runs and silent
+        once it returns: no progress follows the result."""
+        if reporter is None:
+            return await self.toolbox.acall(name, arguments)
+        ticker = asyncio.ensure_future(reporter.run())
+        try:
+            return await self.toolbox.acall(name, arguments, on_stderr_line=reporter.line)
+        finally:
+            ticker.cancel()
+            await asyncio.wait([ticker])
 
     async def _forward_changes(self, ctx: ServerRequestContext,
                                params: types.NotificationParams) -> None:
@@ -195,15 +313,27 @@ class ToolServer:
             await self._specs()  # now, so the first tools/list need not wait for it
         except Exception:  # a request will try again; the server keeps serving
             log.exception("discovering the tools failed")
+        upstream = self._follow_mcp_servers()
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
                 now = await self._folder_state()
-                if now != state:
+                if now != state or upstream.is_set():
                     state = now
+                    upstream.clear()
                     await self._rediscover()
             except Exception:  # the watcher outlives a bad moment; calls still work
                 log.exception("watching the tool folders failed")
+
+    def _follow_mcp_servers(self) -> asyncio.Event:
+        """An event set whenever a configured MCP server says its tool list changed (the
+        change is then passed on to this server's own clients)."""
+        changed = asyncio.Event()
+        if self.toolbox.settings.mcp.servers:  # none: the MCP client side is never loaded
+            from silica.mcp.connections import connections
+
+            connections().add_listener(lambda *_: changed.set(), asyncio.get_running_loop())
+        return changed
 
     async def _rediscover(self) -> None:
         async with self._discovery_lock:

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from silica.tools.model import DEFAULT_STDERR_CAP, DEFAULT_STDOUT_CAP, RawOutput
@@ -26,6 +27,7 @@ _READ_SIZE = 256 * 1024
 _DRAIN_GRACE = 0.5  # seconds to wait for pipes after the group is stopped
 _STOP_GRACE = 2.0  # seconds the reaper gets to end the tree before the group kill
 _REAPER = Path(__file__).with_name("reaper.py")
+_LINE_CAP = 4096  # bytes of one stderr line handed to ``on_stderr_line``; the rest is dropped
 
 
 async def run_process(
@@ -36,6 +38,7 @@ async def run_process(
     timeout: float = 60.0,
     stdout_cap: int = DEFAULT_STDOUT_CAP,
     stderr_cap: int = DEFAULT_STDERR_CAP,
+    on_stderr_line: Callable[[str], None] | None = None,
 ) -> RawOutput:
     """Run ``argv`` to completion (or timeout) and return what it printed.
 
@@ -47,6 +50,11 @@ async def run_process(
     not even a process that called ``setsid()`` or double-forked; elsewhere, whatever stayed
     in the process group. ``exit_code`` is ``argv``'s own, negative for a signal (``-9`` when
     it was stopped), as if it had been run directly.
+
+    ``on_stderr_line``, if given, is called on the event loop with each line ``argv`` writes
+    to stderr, as it arrives: decoded as UTF-8 (bad bytes replaced), without its line end,
+    cut to its first 4 KiB; a last line without a newline comes when stderr closes. What it
+    raises is ignored. stderr is kept in the result all the same.
     """
     started = time.perf_counter()
     reaper = _reaper_command()
@@ -76,7 +84,8 @@ async def run_process(
     finally:
         _close(status_w)
     try:
-        raw = await _collect(proc, bool(reaper), timeout, stdout_cap, stderr_cap)
+        raw = await _collect(proc, bool(reaper), timeout, stdout_cap, stderr_cap,
+                             on_stderr_line)
         spawn_errno = _read_status(status_r)
     finally:
         _close(status_r)
@@ -88,11 +97,14 @@ async def run_process(
 
 
 async def _collect(proc: asyncio.subprocess.Process, reaper: bool, timeout: float,
-                   stdout_cap: int, stderr_cap: int) -> RawOutput:
+                   stdout_cap: int, stderr_cap: int,
+                   on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
     """Read the process's output until it exits, times out or floods; then stop everything
     it started."""
     out = _HeadBuffer(stdout_cap)
-    err = _TailBuffer(stderr_cap)
+    err: _TailBuffer | _LineTee = _TailBuffer(stderr_cap)
+    if on_stderr_line is not None:
+        err = _LineTee(err, on_stderr_line)
     capped = asyncio.Event()
     readers = [
         asyncio.create_task(_pump(proc.stdout, out, capped)),
@@ -144,7 +156,7 @@ async def _collect(proc: asyncio.subprocess.Process, reaper: bool, timeout: floa
             transport.close()
     return RawOutput(
         stdout=out.value(),
-        stderr=err.value(),
+        stderr=err.finish() if isinstance(err, _LineTee) else err.value(),
         exit_code=proc.returncode,
         duration=0.0,  # run_process sets it
         timed_out=timed_out,
@@ -218,6 +230,45 @@ class _HeadBuffer:
 
     def value(self) -> bytes:
         return b"".join(self.parts)
+
+
+class _LineTee:
+    """Passes stderr on to a ``_TailBuffer`` and hands each complete line to ``on_line``."""
+
+    def __init__(self, buf: _TailBuffer, on_line: Callable[[str], None]) -> None:
+        self.buf, self.on_line = buf, on_line
+        self.partial = bytearray()
+        self.skipping = False  # inside a line longer than _LINE_CAP: its rest is dropped
+
+    @property
+    def dropped(self) -> int:
+        return self.buf.dropped
+
+    def add(self, chunk: bytes) -> None:
+        self.buf.add(chunk)
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            if not self.skipping:
+                self.partial += line
+            self._emit()
+            self.skipping = False
+        if not self.skipping:
+            self.partial += rest
+            if len(self.partial) > _LINE_CAP:  # a runaway line costs no more memory
+                self._emit()
+                self.skipping = True
+
+    def finish(self) -> bytes:
+        """The buffer's value, after handing on a last line that had no newline."""
+        if self.partial:
+            self._emit()
+        return self.buf.value()
+
+    def _emit(self) -> None:
+        line = bytes(self.partial[:_LINE_CAP]).rstrip(b"\r")
+        self.partial.clear()
+        with contextlib.suppress(Exception):  # a listener's bug must not lose the output
+            self.on_line(line.decode("utf-8", "replace"))
 
 
 class _TailBuffer:

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -134,14 +135,19 @@ class Toolbox:
 
     # -- calling ------------------------------------------------------------------------
 
-    async def acall(self, name: str, arguments: dict | None = None) -> ToolResult:
-        """Run tool ``name`` with ``arguments`` (the model's JSON input)."""
+    async def acall(self, name: str, arguments: dict | None = None, *,
+                    on_stderr_line: Callable[[str], None] | None = None) -> ToolResult:
+        """Run tool ``name`` with ``arguments`` (the model's JSON input).
+
+        ``on_stderr_line``, if given, is called with each line a tool file writes to stderr
+        while it runs (see ``run_process``); built-in tools never call it.
+        """
         await self.adiscover()
         try:
             tool = self.get(name)
         except ToolNotFound as exc:
             return ToolResult.error(str(exc))
-        result = await self._run(tool, arguments)
+        result = await self._run(tool, arguments, on_stderr_line)
         self._observe(tool, arguments or {}, result)
         return result
 
@@ -150,7 +156,8 @@ class Toolbox:
 
         return asyncio.run(self.acall(name, arguments))
 
-    async def _run(self, tool: Tool, arguments: dict | None) -> ToolResult:
+    async def _run(self, tool: Tool, arguments: dict | None,
+                   on_stderr_line: Callable[[str], None] | None = None) -> ToolResult:
         if tool.builtin is not None and tool.ok and tool.spec is not None:
             return await self._run_builtin(tool, arguments)
         if tool.status is ToolStatus.NEEDS_AUTHORIZATION:
@@ -179,7 +186,7 @@ class Toolbox:
         raw = await run_process(argv, env=tool_env(self.pm, tool.path, policy,
                                                    granted_env([tool], policy)),
                                 cwd=tool.path.parent, timeout=timeout,
-                                stdout_cap=self.stdout_cap)
+                                stdout_cap=self.stdout_cap, on_stderr_line=on_stderr_line)
         # Images are checked off the event loop, within what is left of the call's time.
         work = partial(build_result, raw, self.pm, self.image_limits, deadline=deadline)
         return await off_loop(work, deadline=deadline,
@@ -206,8 +213,12 @@ class Toolbox:
             return ToolResult.error(f"{tool.name} failed: it returned "
                                     f"{type(result).__name__}, not a ToolResult")
         deadline = time.monotonic() + self.timeout
-        blocks = await off_loop(partial(self._prepare_blocks, tool, result.blocks, deadline),
-                                deadline=deadline, what=f"checking the images of {tool.name}")
+        if not any(isinstance(b, ImageBlock) for b in result.blocks):
+            blocks = list(result.blocks)  # nothing to check: no hop to the work pool
+        else:
+            blocks = await off_loop(partial(self._prepare_blocks, tool, result.blocks, deadline),
+                                    deadline=deadline,
+                                    what=f"checking the images of {tool.name}")
         if isinstance(blocks, ToolResult):
             return blocks
         return ToolResult(blocks=blocks or [TextBlock(text="(the tool returned nothing)")],
@@ -215,12 +226,39 @@ class Toolbox:
 
     def _prepare_blocks(self, tool: Tool, given: list[Block], deadline: float) -> list[Block]:
         """A built-in's text blocks, then its images fitted through ``silica_prepare_image``
-        within the same per-result budget and deadline as a tool file's."""
+        within the same per-result budget and deadline as a tool file's.
+
+        Each prepared block (image or notice) keeps the ``audience`` of the image it came
+        from; a notice standing for several images has theirs if they all share one."""
+        images = [b for b in given if isinstance(b, ImageBlock)]
         payloads = [ImagePayload(data=b.data, declared_type=b.media_type,
-                                 source=b.source or tool.name)
-                    for b in given if isinstance(b, ImageBlock)]
+                                 source=b.source or tool.name) for b in images]
         texts = [b for b in given if not isinstance(b, ImageBlock)]
-        return [*texts, *prepare_images(payloads, self.pm, self.image_limits, deadline)]
+        if all(b.audience is None for b in images):
+            return [*texts, *prepare_images(payloads, self.pm, self.image_limits, deadline)]
+        from types import SimpleNamespace  # only results with audiences need it
+
+        made: list[tuple[Block, int]] = []  # each block the hook made, and its image's index
+
+        def prepare(payload: ImagePayload, limits: ImageLimits) -> Block | None:
+            block = self.pm.hook.silica_prepare_image(payload=payload, limits=limits)
+            if block is not None:
+                made.append((block, next(i for i, p in enumerate(payloads) if p is payload)))
+            return block
+
+        # prepare_images only calls this hook: a stand-in tells which image each block is of
+        tracking = SimpleNamespace(hook=SimpleNamespace(silica_prepare_image=prepare))
+        prepared = prepare_images(payloads, tracking,  # type: ignore[arg-type]
+                                  self.image_limits, deadline)
+        shared = {b.audience for b in images}
+        common = next(iter(shared)) if len(shared) == 1 else None
+
+        def audience_of(block: Block) -> Block:
+            index = next((i for b, i in made if b is block), None)
+            audience = images[index].audience if index is not None else common
+            return block.model_copy(update={"audience": audience})
+
+        return [*texts, *(audience_of(b) for b in prepared)]
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}
