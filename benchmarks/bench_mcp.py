@@ -1,0 +1,350 @@
+"""Benchmark MCP servers as a tool source: call cost, kept state, concurrency, listing.
+
+    python benchmarks/bench_mcp.py [--calls 50] [--concurrent 20] [--repeat 5] [--no-npm]
+                                   [--strict]
+
+The server is ``benchmarks/mcp_bench_server.py`` (the official SDK, stdio): ``echo`` answers
+with its pid, ``count`` counts in its process. ``@modelcontextprotocol/server-memory`` and
+``server-everything`` come from npm (``npm install --no-save`` into the temporary folder)
+when ``node`` and ``npm`` are on PATH; without them their rows are NOT MEASURED.
+
+Everything happens in a fresh temporary folder with its own ``SILICA_HOME`` and
+``SILICA_TOOLS_DIR`` (``~/.silica`` is never touched). It measures whatever silica's MCP code
+does when it runs. The script reports; it is not a test: it exits 0 even when a target is
+missed, unless ``--strict`` is given (then any missed target exits 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common import Row, console, med, ms, note, report, temporary_folder
+
+from silica.blocks import ToolResult
+from silica.config import McpServerSettings, McpSettings, Settings
+from silica.tools.toolbox import Toolbox
+
+SERVER = Path(__file__).resolve().parent / "mcp_bench_server.py"
+NPM_PACKAGES = ("@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-everything")
+STEP_TIMEOUT = 120.0  # seconds any one measured step may take before the run gives up on it
+_PID = re.compile(r"pid=(\d+)")
+
+
+def bench_server() -> McpServerSettings:
+    return McpServerSettings(command=sys.executable, args=[str(SERVER)])
+
+
+@dataclass
+class Bench:
+    root: Path
+    project: Path
+    tools: Path
+    silica: list[str]
+
+    def toolbox(self, **servers: McpServerSettings) -> Toolbox:
+        return Toolbox(cwd=self.project, home=self.root / "home-box",
+                       settings=Settings(mcp=McpSettings(servers=servers, timeout=30)))
+
+
+def stop_servers() -> None:
+    """Stop every MCP server this process started, where silica keeps live connections."""
+    try:
+        from silica.mcp.connections import connections
+    except ImportError:  # a silica that connects per call leaves nothing running
+        return
+    connections().close()
+
+
+async def bounded(step: Awaitable[Any]) -> Any:
+    return await asyncio.wait_for(step, STEP_TIMEOUT)
+
+
+async def discovered(box: Toolbox, *names: str) -> None:
+    """Discover, and stop the run with the reason if a tool the benchmark needs is missing."""
+    found = await bounded(box.adiscover())
+    tools = {t.name: t for t in found.all_tools}
+    for name in names:
+        if name not in tools or not tools[name].ok:
+            server = name.split("__")[0]
+            reasons = [t.reason for t in found.all_tools if t.name == f"{server}__*"]
+            raise RuntimeError(f"no usable tool {name!r}: "
+                               f"{'; '.join([*reasons, *found.warnings]) or 'not listed'}")
+
+
+def pids(results: list[ToolResult]) -> set[int]:
+    return {int(m.group(1)) for r in results if (m := _PID.search(r.text))}
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+# -- 1. per-call cost, and 3. concurrency ---------------------------------------------------
+
+
+async def _calls(b: Bench, calls: int, concurrent: int) -> tuple[Row, Row]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    box = b.toolbox(bench=bench_server())
+    await discovered(box, "bench__echo")
+    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
+    results: list[ToolResult] = []
+    quiet = open(os.devnull, "w")  # noqa: SIM115 -- the server's log lines are not figures
+    try:
+        async with stdio_client(params, errlog=quiet) as (read, write), \
+                ClientSession(read, write) as session:
+            await bounded(session.initialize())
+
+            async def toolbox_call() -> float:
+                started = time.perf_counter()
+                result = await bounded(box.acall("bench__echo", {"text": "hi"}))
+                took = time.perf_counter() - started
+                if result.is_error or not result.text.startswith("hi pid="):
+                    raise RuntimeError(f"Toolbox.acall failed: {result.text[:500]}")
+                results.append(result)
+                return took
+
+            async def session_call() -> float:
+                started = time.perf_counter()
+                answer = await bounded(session.call_tool("echo", {"text": "hi"}))
+                took = time.perf_counter() - started
+                if answer.is_error or not answer.content[0].text.startswith("hi pid="):
+                    raise RuntimeError(f"ClientSession.call_tool failed: {answer}")
+                return took
+
+            await toolbox_call()  # warm-up: the first call may start the server
+            await session_call()
+            results.clear()
+            t: dict[str, list[float]] = {"box": [], "session": []}
+            for i in range(calls):  # alternate which side goes first, so noise hits both
+                order = (("box", toolbox_call), ("session", session_call))
+                for side, step in order if i % 2 == 0 else order[::-1]:
+                    t[side].append(await step())
+
+            async def box_batch() -> list[ToolResult]:
+                return await bounded(asyncio.gather(
+                    *(box.acall("bench__echo", {"text": f"c{i}"}) for i in range(concurrent))))
+
+            async def session_batch() -> list[Any]:
+                return await bounded(asyncio.gather(
+                    *(session.call_tool("echo", {"text": f"c{i}"}) for i in range(concurrent))))
+
+            walls: dict[str, list[float]] = {"box": [], "session": []}
+            ok = seen = 0
+            for i in range(3):  # three rounds, median wall time; the client's for reference
+                for side in ("box", "session") if i % 2 == 0 else ("session", "box"):
+                    started = time.perf_counter()
+                    got = await (box_batch() if side == "box" else session_batch())
+                    walls[side].append(time.perf_counter() - started)
+                    if side == "box":
+                        ok = sum(not r.is_error and r.text.startswith(f"c{i} pid=")
+                                 for i, r in enumerate(got))
+                        seen = len(pids(got))
+        box_t, session_t = med(t["box"]), med(t["session"])
+        per_call = Row.judged(
+            f"per call, trivial tool (stdio): `Toolbox.acall` vs one `ClientSession` "
+            f"({calls} calls each, interleaved)",
+            f"{ms(box_t, 2)} vs {ms(session_t, 2)}; Toolbox answered from "
+            f"{len(pids(results))} server process(es)",
+            box_t / session_t, f"{box_t / session_t:.2f}×", "≤ 1.20×", box_t / session_t <= 1.2)
+        wall, session_wall = med(walls["box"]), med(walls["session"])
+        ratio = wall / box_t
+        together = Row.judged(
+            f"{concurrent} concurrent `Toolbox.acall` (asyncio.gather) vs one call",
+            f"{ms(wall)} vs {ms(box_t, 2)}; {ok}/{concurrent} ok, {seen} server process(es); "
+            f"the same {concurrent} on one `ClientSession`: {ms(session_wall)} "
+            f"({session_wall / session_t:.1f}× its one call)",
+            ratio, f"{ratio:.1f}×", "all ok, 1 process, < 3.0×",
+            ok == concurrent and seen == 1 and ratio < 3.0)
+        return per_call, together
+    finally:
+        quiet.close()
+        stop_servers()
+
+
+# -- 2. kept state ----------------------------------------------------------------------------
+
+
+async def _counter(b: Bench, n: int = 10) -> Row:
+    box = b.toolbox(counter=bench_server())  # a name of its own: a connection of its own
+    try:
+        await discovered(box, "counter__count")
+        got: list[str] = []
+        for _ in range(n):
+            got.append((await bounded(box.acall("counter__count", {}))).text.strip())
+    finally:
+        stop_servers()
+    want = [str(i) for i in range(1, n + 1)]
+    shown = ", ".join(got) if len(", ".join(got)) < 60 else ", ".join(got)[:57] + "..."
+    return Row.judged(f"stateful server: {n} `count` calls through one Toolbox",
+                      f"got {shown}", float(got == want), met(got == want),
+                      f"1..{n}", got == want)
+
+
+def npm_install(folder: Path) -> Path | str:
+    """The ``node_modules/@modelcontextprotocol`` folder, or why it could not be had."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        return "no node/npm on PATH"
+    proc = subprocess.run(["npm", "install", "--no-save", "--no-audit", "--no-fund",
+                           "--prefix", str(folder), *NPM_PACKAGES],
+                          capture_output=True, text=True, timeout=600)
+    scope = folder / "node_modules" / "@modelcontextprotocol"
+    if proc.returncode != 0 or not scope.is_dir():
+        return f"npm install failed: {proc.stderr.strip()[-300:]}"
+    return scope
+
+
+async def _npm_rows(scope: Path, memory_file: Path) -> tuple[Row, Row]:
+    memory = McpServerSettings(command="node",
+                               args=[str(scope / "server-memory" / "dist" / "index.js")],
+                               env={"MEMORY_FILE_PATH": str(memory_file)})
+    everything = McpServerSettings(
+        command="node", args=[str(scope / "server-everything" / "dist" / "index.js"), "stdio"])
+    box = Toolbox(cwd=memory_file.parent, home=memory_file.parent / "home-npm",
+                  settings=Settings(mcp=McpSettings(
+                      servers={"memory": memory, "everything": everything}, timeout=60)))
+    try:
+        await discovered(box, "memory__create_entities", "memory__read_graph",
+                         "everything__toggle-subscriber-updates")
+        entity = {"name": "Benchmark_Ada", "entityType": "person",
+                  "observations": ["measured silica"]}
+        made = await bounded(box.acall("memory__create_entities", {"entities": [entity]}))
+        graph = await bounded(box.acall("memory__read_graph", {}))
+        kept = not made.is_error and not graph.is_error and "Benchmark_Ada" in graph.text
+        first = await bounded(box.acall("everything__toggle-subscriber-updates", {}))
+        second = await bounded(box.acall("everything__toggle-subscriber-updates", {}))
+        toggled = first.text.startswith("Started") and second.text.startswith("Stopped")
+    finally:
+        stop_servers()
+    memory_row = Row.judged(
+        "npm server-memory: `create_entities`, then `read_graph` in the next call",
+        "entity read back" if kept else f"read back: {graph.text[:80]!r}",
+        float(kept), met(kept), "the entity", kept)
+    memory_row.figures += " (its graph is in MEMORY_FILE_PATH, so this holds across restarts)"
+    toggle_row = Row.judged(
+        "npm server-everything: `toggle-subscriber-updates` twice (state in the process)",
+        f"{first.text[:60]!r}, then {second.text[:60]!r}",
+        float(toggled), met(toggled), "Started, then Stopped", toggled)
+    return memory_row, toggle_row
+
+
+# -- 4. listing ---------------------------------------------------------------------------
+
+
+def bench_listing(b: Bench, repeat: int) -> Row:
+    homes = {"none": b.root / "home-none", "three": b.root / "home-three"}
+    for home in homes.values():
+        home.mkdir()
+    py, srv = json.dumps(sys.executable), json.dumps(str(SERVER))
+    (homes["three"] / "config.toml").write_text(
+        "[mcp]\ntimeout = 30\n" + "".join(
+            f"[mcp.servers.bench{i}]\ncommand = {py}\nargs = [{srv}]\n" for i in (1, 2, 3)),
+        encoding="utf-8")
+    argv = [*b.silica, "tools", "list", "--json"]
+
+    def listing(side: str) -> Callable[[], float]:
+        env = {**os.environ, "SILICA_HOME": str(homes[side]), "SILICA_TOOLS_DIR": str(b.tools)}
+
+        def step() -> float:
+            started = time.perf_counter()
+            proc = subprocess.run(argv, cwd=b.project, env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=STEP_TIMEOUT)
+            took = time.perf_counter() - started
+            if proc.returncode != 0:
+                raise RuntimeError(f"{shlex.join(argv)} ({side}) exited with "
+                                   f"{proc.returncode}:\n{proc.stderr[-2000:]}")
+            step.rows = json.loads(proc.stdout)  # type: ignore[attr-defined]
+            return took
+
+        return step
+
+    steps = {side: listing(side) for side in homes}
+    for step in steps.values():
+        step()  # warm: caches filled, files in the page cache
+    ok = sum(r.get("status") == "ok" and str(r.get("origin", "")).startswith("mcp:bench")
+             for r in steps["three"].rows)  # type: ignore[attr-defined]
+    times: dict[str, list[float]] = {side: [] for side in homes}
+    for i in range(repeat):
+        for side in (list(homes) if i % 2 == 0 else list(homes)[::-1]):
+            times[side].append(steps[side]())
+    three, none = med(times["three"]), med(times["none"])
+    return Row.judged("warm `silica tools list --json`: 3 MCP servers vs none",
+                      f"{ms(three)} vs {ms(none)}; {ok} ok MCP tools (of 6)",
+                      three / none, f"{three / none:.2f}×", "≤ 1.50×",
+                      ok == 6 and three / none <= 1.5)
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50, help="calls per side (median)")
+    parser.add_argument("--concurrent", type=int, default=20, help="calls made at once")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each listing (median)")
+    parser.add_argument("--no-npm", action="store_true", help="skip the npm servers")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    opts = parser.parse_args()
+    command = "python benchmarks/bench_mcp.py " + shlex.join(
+        [f"--calls={opts.calls}", f"--concurrent={opts.concurrent}", f"--repeat={opts.repeat}",
+         *(["--no-npm"] if opts.no_npm else [])])
+
+    started = time.perf_counter()
+    with temporary_folder("silica-bench-mcp-", opts.keep) as root:
+        project, tools = root / "project", root / "tools"
+        (project / ".git").mkdir(parents=True)  # a repository: project folders stop here
+        tools.mkdir()
+        os.environ["SILICA_HOME"] = str(root / "home")  # nothing reaches ~/.silica
+        os.environ["SILICA_TOOLS_DIR"] = str(tools)
+        exe = Path(sys.executable).parent / "silica"
+        silica = [str(exe)] if exe.exists() else [sys.executable, "-m", "silica"]
+        b = Bench(root, project, tools, silica)
+        node = shutil.which("node")
+        node_version = subprocess.run([node, "--version"], capture_output=True,
+                                      text=True).stdout.strip() if node else "none"
+        console.print(f"silica MCP benchmark: {os.cpu_count()} CPUs, node {node_version}, "
+                      f"calls {opts.calls}, concurrent {opts.concurrent}, "
+                      f"repeat {opts.repeat}", soft_wrap=True)
+
+        rows: list[Row] = []
+        note(f"per-call cost: Toolbox.acall vs one ClientSession, {opts.calls} calls each")
+        per_call, together = asyncio.run(_calls(b, opts.calls, opts.concurrent))
+        rows.append(per_call)
+        note("kept state: the counter server")
+        rows.append(asyncio.run(_counter(b)))
+        scope: Path | str = "--no-npm" if opts.no_npm else "no node/npm on PATH"
+        if not opts.no_npm:
+            note("npm install of server-memory and server-everything")
+            scope = npm_install(root / "npm")
+        if isinstance(scope, Path):
+            note("kept state: npm server-memory and server-everything")
+            rows.extend(asyncio.run(_npm_rows(scope, root / "memory.jsonl")))
+        else:
+            for measure in ("npm server-memory: entity created, then read back",
+                            "npm server-everything: toggle-subscriber-updates twice"):
+                rows.append(Row(measure, scope, "-", "met", "NOT MEASURED"))
+        rows.append(together)
+        note(f"warm silica tools list --json with 3 servers vs none ({opts.repeat} runs each)")
+        rows.append(bench_listing(b, opts.repeat))
+
+    return report(rows, title="silica MCP benchmark", command=command, started=started,
+                  strict=opts.strict, verdict_width=12)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
