@@ -207,7 +207,7 @@ def test_tool_sees_agent_graphics_and_withheld_variables_are_gone(user_tools, mo
     monkeypatch.setenv("KEEP_ME", "yes")
     monkeypatch.setenv("SILICA_TOOL_ENV_WITHHOLD", "*_TOKEN, OTHER")
     got = json.loads(Toolbox().call("env", {}).text)
-    assert got["AGENT_GRAPHICS"] == "kitty,iterm2"
+    assert got["AGENT_GRAPHICS"] == "kitty,iterm2,sixel"
     assert got["MY_SECRET_TOKEN"] is None and got["KEEP_ME"] == "yes"
     assert got["SILICA_WORKDIR"] == os.getcwd()
 

@@ -141,7 +141,7 @@ def run_script(folder: Path, name: str, *args: str, env: dict) -> subprocess.Com
 
 def test_kitty_chart_chunks_and_falls_back_to_json(user_tools):
     install(user_tools, "kitty_chart").discover()  # writes the helper beside the tool
-    env = {**os.environ, "AGENT_GRAPHICS": "kitty,iterm2"}
+    env = {**os.environ, "AGENT_GRAPHICS": "kitty,iterm2,sixel"}
     done = run_script(user_tools, "kitty_chart", *(f"--values={v}" for v in PI),
                       "--title=digits of pi", env=env)
     assert done.returncode == 0, done.stderr

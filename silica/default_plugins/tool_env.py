@@ -8,7 +8,7 @@ import os
 
 from silica.hookspecs import hookimpl
 
-AGENT_GRAPHICS = "kitty,iterm2"
+AGENT_GRAPHICS = "kitty,iterm2,sixel"
 
 
 @hookimpl

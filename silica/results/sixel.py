@@ -1,0 +1,286 @@
+"""Images a tool drew as sixel graphics, taken out of its text.
+
+A sixel image is a DCS string: ``ESC P <P1;P2;P3> q <data> ESC \\`` (or the 8-bit
+``U+0090 ... U+009C``). Its data paints bands six pixels high, one column of six bits per
+character (``?`` to ``~``), in the colour register last selected with ``#n``.
+
+The decoder works on the whole stream at once with numpy, a chunk (~1 MiB) at a time: each
+byte's column comes from a running sum of widths (1, or a repeat's count) reset at ``$``
+and ``-``, its band from a running count of ``-``, its colour from the last ``#n`` before
+it; the painted cells are then written into an index canvas with one fancy assignment per
+batch. Python loops only over ``#``, ``!`` and ``"`` tokens, never over pixels.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import io
+import re
+
+import numpy as np
+from PIL import Image
+
+from silica.images.payload import Extraction, ImagePayload
+from silica.results.escapes import MAX_DECODED_BYTES
+
+__all__ = ["MAX_PIXELS", "SixelError", "decode_sixel", "extract_sixel"]
+
+REGISTERS = 1024
+"""Colour registers; a higher register number is folded into range (``n % 1024``)."""
+
+BYTES_PER_PIXEL = 12
+"""What a decoded pixel holds at the peak: its register (2), RGBA (4), Pillow's copy (4) and
+the PNG (~2)."""
+
+MAX_PIXELS = MAX_DECODED_BYTES // BYTES_PER_PIXEL
+"""Width x height past which an image is refused before its canvas is allocated (~16.7 MP
+under the default 192 MiB budget of one image)."""
+
+MAX_WORK = 2 * MAX_PIXELS
+"""Cells (a column of one band in one colour) painted per image; a legitimate image paints
+each pixel about once, so more is overdrawing meant to burn time."""
+
+MAX_BODY = 64 * 1024 * 1024
+"""Characters of sixel data past which a sequence is dropped unread."""
+
+_CHUNK = 1 << 20  # bytes decoded at once: bounds the per-byte arrays (~50 bytes a byte)
+_BATCH = 1 << 19  # cells painted at once: bounds the expanded index arrays
+_TOKEN = re.compile(rb'([!#"])([0-9;]*)')
+_CUT = re.compile(rb'(?<![0-9;!#"])')  # a chunk may start here: no token is split
+_START = re.compile("(?:\x1bP|\x90)([0-9;]*)q")
+_END = re.compile("[\x1b\x9c]")
+_ROWS = np.array([v.bit_length() for v in range(64)])  # rows a six-bit column reaches
+_VT340 = [  # the VT340's 16 default colours, in percent; register n starts as n % 16
+    (0, 0, 0), (20, 20, 80), (80, 13, 13), (20, 80, 20), (80, 20, 80), (20, 80, 80),
+    (80, 80, 20), (53, 53, 53), (26, 26, 26), (33, 33, 60), (60, 26, 26), (33, 60, 33),
+    (60, 33, 60), (33, 60, 60), (60, 60, 33), (80, 80, 80),
+]
+
+
+class SixelError(ValueError):
+    """Why a sixel image cannot be had: a short reason, fit for a notice."""
+
+
+def _percent(value: int) -> int:
+    return (min(value, 100) * 255 + 50) // 100
+
+
+def _params(raw: bytes) -> list[int]:
+    """Numbers of ``1;2;;3`` (empty: 0); a number over nine digits reads as 999,999,999."""
+    return [int(p) if len(p) <= 9 else 999_999_999 for p in
+            (part or b"0" for part in raw.split(b";"))]
+
+
+class _Canvas:
+    """Register indices (0: never painted, else register + 1), grown as the image grows."""
+
+    def __init__(self, max_pixels: int) -> None:
+        self.max_pixels = max_pixels
+        self.data = np.zeros((0, 0), np.uint16)
+        self.width = self.height = 0  # what the image covers
+
+    def need(self, width: int, height: int) -> None:
+        """Make room for ``width`` x ``height``; refused past the budget, before allocating."""
+        width, height = max(width, self.width), max(height, self.height)
+        if width * height > self.max_pixels:
+            raise SixelError(f"{width}x{height} px is over the decoding budget "
+                             f"({self.max_pixels:,} px)")
+        self.width, self.height = width, height
+        cap_h, cap_w = self.data.shape
+        if height <= cap_h and width <= cap_w:
+            return
+        # grow by half again where the budget allows, so bands arriving one by one are cheap
+        new_w = max(width, min(cap_w * 3 // 2, self.max_pixels // max(height, 1)))
+        new_h = max(height, min(cap_h * 3 // 2, self.max_pixels // max(new_w, 1)))
+        grown = np.zeros((new_h, new_w), np.uint16)
+        grown[:cap_h, :cap_w] = self.data
+        self.data = grown
+
+
+class _Decoder:
+    def __init__(self, max_pixels: int) -> None:
+        self.canvas = _Canvas(max_pixels)
+        vt340 = [tuple(_percent(v) for v in rgb) for rgb in _VT340]
+        self.palette = [vt340[n % 16] for n in range(REGISTERS)]  # a list: cheap to set
+        self.x = self.band = self.colour = 0
+        self.raster: tuple[int, int] | None = None
+        self.work = 0
+
+    def token(self, kind: bytes, raw: bytes) -> int | None:
+        """Apply a ``#`` or ``"`` token; a ``!`` token's count (capped to the widest row)."""
+        if kind == b"#" and raw.isdigit() and len(raw) < 10:  # the common case: a selection
+            self.colour = int(raw) % REGISTERS
+            return None
+        if kind == b"!" and raw.isdigit() and len(raw) < 10:  # the common repeat
+            return min(max(int(raw), 1), self.canvas.max_pixels)
+        values = _params(raw)
+        if kind == b"!":
+            return min(max(values[0], 1), self.canvas.max_pixels)
+        if kind == b'"':
+            if self.raster is None and len(values) >= 4:
+                self.raster = (values[2], values[3])
+                self.canvas.need(values[2], values[3])
+            return None
+        reg = values[0] % REGISTERS
+        self.colour = reg
+        if len(values) >= 5:
+            a, b, c = values[2], values[3], values[4]
+            if values[1] == 2:
+                self.palette[reg] = (_percent(a), _percent(b), _percent(c))
+            elif values[1] == 1:  # DEC hue: 0 is blue, 120 red, 240 green
+                rgb = colorsys.hls_to_rgb(((a + 240) % 360) / 360, min(b, 100) / 100,
+                                          min(c, 100) / 100)
+                self.palette[reg] = tuple(round(v * 255) for v in rgb)
+        return None
+
+    def chunk(self, data: bytes) -> None:
+        arr = np.frombuffer(data, np.uint8)
+        n = len(arr)
+        six = (arr >= 63) & (arr <= 126)
+        width = six.astype(np.int64)
+        sel_pos: list[int] = []
+        sel_reg: list[int] = []
+        first_colour = self.colour
+        for m in _TOKEN.finditer(data):
+            count = self.token(m.group(1), m.group(2))
+            end = m.end()
+            if count is not None:
+                if end < n and six[end]:
+                    width[end] = count
+            elif m.group(1) == b"#":
+                sel_pos.append(end)
+                sel_reg.append(self.colour)
+        reset = (arr == 36) | (arr == 45)
+        bands = self.band + np.cumsum(arr == 45)
+        total = np.cumsum(width)
+        start = total - width
+        index = np.arange(n)
+        last = np.maximum.accumulate(np.where(reset, index, -1))
+        base = np.where(last >= 0, total[np.maximum(last, 0)], -self.x)
+        x = start - base
+        if n:
+            self.x = int(total[-1] - base[-1])
+            self.band = int(bands[-1])
+        painted = six & (arr != 63) & (width > 0)
+        if not painted.any():
+            if six.any():
+                self.canvas.need(int((x + width)[six].max()), 0)
+            return
+        colours = np.asarray([first_colour, *sel_reg], np.uint16)
+        which = np.searchsorted(np.asarray(sel_pos, np.int64), index[painted], side="right")
+        colour = colours[which]
+        p_x, p_w, p_band = x[painted], width[painted], bands[painted]
+        p_bits = arr[painted] - 63
+        self.work += int(p_w.sum())
+        if self.work > MAX_WORK:
+            raise SixelError(f"over {MAX_WORK:,} cells painted (overdrawing)")
+        top = int(p_band.max())
+        high = int(_ROWS[p_bits[p_band == top]].max())
+        self.canvas.need(int((x + width)[six].max()), 6 * top + high)
+        self._paint(p_band, p_x, p_w, p_bits, colour + 1)
+
+    def _paint(self, band, x, w, bits, colour) -> None:
+        """Cells in stream order, so a later colour wins where two overlap."""
+        data = self.canvas.data
+        stride = data.shape[1]
+        flat = data.reshape(-1)
+        ends = np.cumsum(w)
+        lo = 0
+        while lo < len(w):  # batches of about _BATCH cells
+            hi = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + _BATCH, "right"))
+            hi = max(hi, lo + 1)
+            bw = w[lo:hi]
+            owner = np.repeat(np.arange(lo, hi), bw)
+            offset = np.arange(len(owner)) - np.repeat(np.cumsum(bw) - bw, bw)
+            cols = x[owner] + offset
+            rows = band[owner] * 6
+            cell_bits = bits[owner]
+            k = np.arange(6)
+            mask = ((cell_bits[:, None] >> k) & 1).astype(bool)
+            target = (rows[:, None] + k) * stride + cols[:, None]
+            flat[target[mask]] = np.broadcast_to(colour[owner][:, None], mask.shape)[mask]
+            lo = hi
+
+    def image(self, transparent: bool) -> Image.Image:
+        canvas, palette = self.canvas, np.asarray(self.palette, np.uint8)
+        if self.raster:  # the raster attributes are the least the image covers
+            canvas.need(*self.raster)
+        if not canvas.width or not canvas.height:
+            raise SixelError("no pixels")
+        indices = canvas.data[: canvas.height, : canvas.width]
+        if transparent:
+            lut = np.zeros((REGISTERS + 1, 4), np.uint8)
+            lut[1:, :3], lut[1:, 3] = palette, 255
+            return Image.fromarray(lut[indices], "RGBA")
+        lut = np.concatenate([palette[:1], palette])  # background: register 0
+        return Image.fromarray(lut[indices], "RGB")
+
+
+def decode_sixel(body: bytes, *, p2: int = 0, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """The image that sixel ``body`` (the data after ``q``, without the terminator) draws.
+
+    ``p2`` is the DCS's second parameter: 1 leaves unpainted pixels transparent (RGBA),
+    anything else paints them with register 0 (RGB). Raises ``SixelError`` with a short
+    reason, never anything else; the canvas is refused before it is allocated when it
+    would pass ``max_pixels``, and time is bounded by ``len(body)`` and ``MAX_WORK``.
+    """
+    if len(body) > MAX_BODY:
+        raise SixelError(f"over {MAX_BODY // (1024 * 1024)} MiB of sixel data")
+    decoder = _Decoder(max_pixels)
+    pos = 0
+    while pos < len(body):
+        cut = _CUT.search(body, min(pos + _CHUNK, len(body)))
+        end = cut.start() if cut else len(body)
+        decoder.chunk(body[pos:end])
+        pos = end
+    return decoder.image(transparent=p2 == 1)
+
+
+def extract_sixel(text: str) -> Extraction:
+    """Take the images that sixel sequences carry out of ``text``.
+
+    Callers may rely on this: it never raises; every ``ESC P ... q`` (or ``U+0090``) sixel
+    sequence is removed and leaves ``[sixel image]`` where it was, its image coming out as
+    an ``ImagePayload`` (PNG, ``source="sixel"``), in order; one that can't be decoded leaves
+    ``[sixel image dropped: reason]``. A sequence cut off by another ESC ends there (the
+    text from that ESC on is kept); one unterminated at the end of the text is dropped.
+    Every other character stays as it was.
+    """
+    if "\x1bP" not in text and "\x90" not in text:
+        return Extraction(text=text, images=[])
+    out: list[str] = []
+    images: list[ImagePayload] = []
+    pos = 0
+    while (m := _START.search(text, pos)) is not None:
+        out.append(text[pos : m.start()])
+        end = _END.search(text, m.end())
+        stop = end.start() if end else len(text)
+        if end is None:
+            out.append("[sixel image dropped: unterminated at the end of the output]")
+            pos = len(text)
+            break
+        if text[stop] == "\x9c":
+            pos = stop + 1
+        elif text.startswith("\x1b\\", stop):
+            pos = stop + 2
+        else:  # another escape sequence begins: this one was cut off
+            out.append("[sixel image dropped: cut off by another escape sequence]")
+            pos = stop
+            continue
+        params = m.group(1).split(";")
+        p2 = int(params[1]) if len(params) > 1 and params[1][:3].isdigit() else 0
+        body = text[m.end() : stop].encode("utf-8", "ignore")
+        try:
+            image = decode_sixel(body, p2=p2)
+            buf = io.BytesIO()
+            image.save(buf, "PNG", compress_level=1)
+        except SixelError as exc:
+            out.append(f"[sixel image dropped: {exc}]")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a notice, never a crash
+            out.append(f"[sixel image dropped: {type(exc).__name__}]")
+            continue
+        out.append("[sixel image]")
+        images.append(ImagePayload(buf.getvalue(), "image/png", "sixel"))
+    out.append(text[pos:])
+    return Extraction(text="".join(out), images=images)
