@@ -20,6 +20,10 @@
     [tools.env_grant]               # secrets a tool may see (see silica.security.env)
     weather = ["OPENWEATHER_KEY"]
 
+    [shell]                         # the agent's shell tool (off unless enabled)
+    enabled = true
+    allow = ["chafa *"]             # run without asking; others ask (chat) or are refused
+
     [mcp]
     timeout = 60                    # seconds for a server to start, and for one call
     [mcp.servers.files]             # a server started as a command (stdio) ...
@@ -194,6 +198,22 @@ class McpSettings(_Section):
         return {name: s for name, s in self.servers.items() if s.enabled}
 
 
+class ShellSettings(_Section):
+    """The agent's ``shell`` tool: offered only when ``enabled``; commands matching an
+    ``allow`` pattern (fnmatch on the whole line; ``"*"`` alone: every command) run without
+    asking (see ``silica.tools.shell``)."""
+
+    enabled: bool = False
+    allow: list[str] = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        if any(not p.strip() for p in patterns):
+            raise ValueError('an empty pattern allows nothing; write e.g. "chafa *"')
+        return patterns
+
+
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
@@ -209,6 +229,7 @@ class Settings(_Section):
     read_file: ReadFileSettings = Field(default_factory=ReadFileSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    shell: ShellSettings = Field(default_factory=ShellSettings)
 
 
 _ENV = {

@@ -18,6 +18,8 @@ app.command("silica.cli.agent:ask", name="ask",
 app.command("silica.cli.agent:chat", name="chat",
             help="Talk with the model and your tools; resumable sessions.")
 app.command(tools.app)
+app.command("silica.cli.exec:exec_command", name="exec",
+            help="Run any command as a tool runs; show the text and images a model gets.")
 app.command("silica.cli.packs:app", name="packs",
             help="Install, update and remove tool packs.")
 app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")

@@ -28,7 +28,13 @@ _FIRST_WORDS = re.compile(r"\S")
 _SHOWN = 160  # characters of a result's first line shown after its tool call
 
 
-def _settings(provider: str | None, model: str | None, max_turns: int | None):
+AllowShell = Annotated[bool, Parameter(name="--allow-shell", negative="", help=(
+    "Offer the model the shell tool and let every command it gives run without asking "
+    "(for this run only; see [shell] in config.toml for a narrower choice)."))]
+
+
+def _settings(provider: str | None, model: str | None, max_turns: int | None,
+              allow_shell: bool = False):
     from silica.config import load_settings
     from silica.errors import SilicaError
 
@@ -41,7 +47,33 @@ def _settings(provider: str | None, model: str | None, max_turns: int | None):
         fail(str(exc))
     changes = {k: v for k, v in (("provider", provider), ("model", model),
                                  ("max_turns", max_turns)) if v is not None}
+    if allow_shell:  # "*" alone allows every command (silica.tools.shell)
+        changes["shell"] = settings.shell.model_copy(update={"enabled": True, "allow": ["*"]})
     return settings.model_copy(update=changes)
+
+
+async def _ask_to_run(command: str) -> bool | str:
+    """The chat's answer to the shell tool: ask the person on the terminal. True, False, or
+    the pattern to allow from now on ("always"). No answer (end of input) is no."""
+    from silica.tools.shell import always_pattern
+
+    pattern = always_pattern(command)
+    always = f" / [a]lways for `{pattern}`" if pattern else ""
+    while True:
+        err.print(Text.assemble(("  ? ", "yellow"), "run ", plain(f"`{command}`", "bold"),
+                                f"? [y]es / [n]o{always} "), end="")
+        try:
+            # On the loop, not in a thread: Ctrl-C here stops the turn like anywhere else.
+            answer = input().strip().lower()
+        except EOFError:
+            err.print("")
+            return False
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+        if pattern and answer in ("a", "always"):
+            return pattern
 
 
 class AgentView:
@@ -180,6 +212,7 @@ def ask(
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
+    allow_shell: AllowShell = False,
 ):
     """Ask once: the model uses your tools as it needs, then answers.
 
@@ -196,7 +229,8 @@ def ask(
     max_turns
         How many model requests one question may take (1 or more).
     """
-    agent, view = _start(_settings(provider, model, max_turns))
+    # No one answers a prompt here: a shell command outside [shell] allow is refused.
+    agent, view = _start(_settings(provider, model, max_turns, allow_shell))
     ok = _run_turn(agent, view, prompt, image or [])
     session = agent.conversation.id
     if agent.forget_if_unanswered():  # a bad --image, no API key: nothing to resume
@@ -215,6 +249,7 @@ def chat(
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
+    allow_shell: AllowShell = False,
 ):
     """Talk with the model and your tools; /help lists the commands, /exit or Ctrl-D ends,
     Ctrl-C stops a turn.
@@ -232,11 +267,14 @@ def chat(
     max_turns
         How many model requests one message may take (1 or more).
     """
-    settings = _settings(None, None, max_turns)
+    settings = _settings(None, None, max_turns, allow_shell)
     if not resume:
         settings = settings.model_copy(update={
             k: v for k, v in (("provider", provider), ("model", model)) if v})
     agent, view = _start(settings, resume, provider, model)
+    from silica.tools.shell import SessionApproval
+
+    agent.toolbox.approve = SessionApproval(_ask_to_run)  # "always" lasts this session
     say(f"silica chat: {agent.provider.name} {agent.model}, session "
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,
         style="dim")

@@ -362,6 +362,19 @@ async def to_the_end(work: Awaitable[T], grace: float = STOP_GRACE) -> T:
         raise
 
 
+def serve_shell(toolbox: Toolbox, enabled: bool) -> None:
+    """Whether ``toolbox`` (not yet discovered) offers the ``shell`` tool, whatever
+    ``[shell] enabled`` says. Offered, a command runs if it matches ``[shell] allow``; with
+    no pattern there, every command runs (the host asks its user before each call), else
+    the others are refused, not run, with a result saying why."""
+    from silica.tools.shell import host_asks
+
+    settings = toolbox.settings
+    toolbox.settings = settings.model_copy(
+        update={"shell": settings.shell.model_copy(update={"enabled": enabled})})
+    toolbox.approve = host_asks if enabled and not settings.shell.allow else None
+
+
 async def serve_stdio(toolbox: Toolbox) -> None:
     """Serve ``toolbox`` on this process's stdin and stdout until the client closes stdin or
     goes away (its end of stdout breaks); either way this returns normally."""

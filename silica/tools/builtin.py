@@ -13,10 +13,15 @@ from silica.config import Settings
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a built-in tool may know about the call: where the user works, the settings."""
+    """What a built-in tool may know about the call: where the user works, the settings.
+
+    ``approve``, when set, asks the person whether a command may run (the ``shell`` tool):
+    True or False, or a pattern (str) meaning yes, and allowed from now on; ``None`` when
+    nobody can be asked."""
 
     workdir: Path
     settings: Settings = field(default_factory=Settings)
+    approve: Callable[[str], Awaitable[bool | str]] | None = None
 
 
 @dataclass(frozen=True)

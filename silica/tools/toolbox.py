@@ -22,7 +22,7 @@ import dataclasses
 import difflib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
@@ -93,6 +93,8 @@ class Toolbox:
         self.image_limits = image_limits
         self.cache = SpecCache(cache_dir(self.home) / "specs")
         self._discovery: Discovery | None = None
+        # who approves a built-in's command (the shell tool); set by the CLI, None: nobody
+        self.approve: Callable[[str], Awaitable[bool | str]] | None = None
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class Toolbox:
             return ToolResult.error(str(exc))
         import asyncio  # loaded already: this runs on an event loop
 
-        context = ToolContext(workdir=self.cwd, settings=self.settings)
+        context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve)
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
                                             self.timeout)
