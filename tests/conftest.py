@@ -68,6 +68,42 @@ def project(tmp_path) -> Path:
     return tmp_path / "project"
 
 
+@pytest.fixture
+def errlog(tmp_path):
+    """A file for the stderr of servers a test starts: shown with a failing test's output."""
+    import sys
+
+    with open(tmp_path / "server.err", "w+", encoding="utf-8") as f:
+        yield f
+        f.seek(0)
+        sys.stderr.write(f.read())
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    """Wait until a server listens on 127.0.0.1:``port``; fail the test after ``timeout``."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"the server did not listen on port {port}")
+
+
 def trust(path: Path) -> Path:
     """Trust the project that holds ``path``, as ``silica trust PATH`` does."""
     import os

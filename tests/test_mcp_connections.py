@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_port
 
 from silica.config import ConfigError, McpServerSettings, McpSettings, Settings, load_settings
 from silica.mcp.connections import MAX_TOOLS, connections
@@ -142,12 +142,12 @@ def test_cwd_is_where_a_stdio_server_runs(tmp_path):
     assert box.call("st__where").text == str(tmp_path)
 
 
-def test_headers_take_variables_from_the_environment(monkeypatch, tmp_path):
-    port = _free_port()
+def test_headers_take_variables_from_the_environment(monkeypatch, tmp_path, free_port):
+    port = free_port
     server = subprocess.Popen([sys.executable, str(STATE), "--http", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port)
+        wait_for_port(port)
         monkeypatch.setenv("SILICA_TEST_TOKEN", "s3cret")
         web = McpServerSettings(url=f"http://127.0.0.1:{port}/mcp",
                                 headers={"Authorization": "Bearer ${SILICA_TEST_TOKEN}"})
@@ -166,12 +166,12 @@ def test_headers_take_variables_from_the_environment(monkeypatch, tmp_path):
         server.wait(10)
 
 
-def test_a_server_over_the_older_sse_transport():
-    port = _free_port()
+def test_a_server_over_the_older_sse_transport(free_port):
+    port = free_port
     server = subprocess.Popen([sys.executable, str(STATE), "--sse", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port)
+        wait_for_port(port)
         box = box_of(old=McpServerSettings(url=f"http://127.0.0.1:{port}/sse"))
         assert [box.call("old__count").text for _ in range(3)] == ["1", "2", "3"]
     finally:
@@ -303,26 +303,6 @@ def test_list_changed_refreshes_the_live_list_and_tells_listeners():
         assert box.call("st__grown").text == "grown"
     finally:
         remove()
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"the MCP server did not listen on port {port}")
 
 
 def test_the_fixture_pid_helpers_see_this_process():

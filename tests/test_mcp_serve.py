@@ -42,15 +42,6 @@ def examples(user_tools):
     return user_tools
 
 
-@pytest.fixture
-def errlog(tmp_path):
-    """The servers' stderr: shown with a failing test's output."""
-    with open(tmp_path / "server.err", "w+", encoding="utf-8") as f:
-        yield f
-        f.seek(0)
-        sys.stderr.write(f.read())
-
-
 def bounded(coro, timeout: float = CALL_TIMEOUT):
     """Run ``coro`` to the end, failing the test after ``timeout`` seconds."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

@@ -16,24 +16,10 @@ import mcp.types as types
 import pytest
 from conftest import script_tool, simple_spec
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from test_mcp_serve import CALL_TIMEOUT, bounded, text_of
 
 from silica.mcp.server import ProgressReport, ProgressReporter, progress_line
 from silica.tools.runner import run_process
-
-CALL_TIMEOUT = 120.0  # a tool's first run may set up its environment
-
-
-@pytest.fixture
-def errlog(tmp_path):
-    """The server's stderr: shown with a failing test's output."""
-    with open(tmp_path / "server.err", "w+", encoding="utf-8") as f:
-        yield f
-        f.seek(0)
-        sys.stderr.write(f.read())
-
-
-def bounded(coro, timeout: float = CALL_TIMEOUT):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 @asynccontextmanager
@@ -50,10 +36,6 @@ async def connected(errlog, notes: list[types.ProgressNotification]):
             ClientSession(read, write, message_handler=handle) as session:
         await session.initialize()
         yield session
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 SILENT = "import time\ntime.sleep(5)\nprint('done')\n"

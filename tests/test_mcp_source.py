@@ -11,14 +11,12 @@ import base64
 import io
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, wait_for_port
 from PIL import Image
 from wire import anthropic_server, text, tool_call
 
@@ -250,24 +248,3 @@ def test_the_agent_sends_mcp_images_to_the_model_checked(monkeypatch):
     [notice] = results["broken"]["content"]
     assert notice["type"] == "text" and notice["text"].startswith("[image dropped:")
     assert "base64" not in json.dumps(results["broken"])
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"the MCP server did not listen on port {port}")
