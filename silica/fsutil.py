@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -24,3 +25,15 @@ def write_atomic(path: Path, data: bytes | str, *, prefix: str = ".tmp-",
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def keep_by_content(folder: Path, data: bytes, suffix: str, stem: str = "") -> Path:
+    """Write ``data`` once into ``folder`` (made if missing), named by its sha256 (16 hex
+    digits, after ``stem-`` when given) and ``suffix``; an existing file of that name is
+    kept as it is. Returns the path; raises ``OSError``."""
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    path = folder / (f"{stem}-{digest}{suffix}" if stem else f"{digest}{suffix}")
+    folder.mkdir(parents=True, exist_ok=True)
+    if not path.is_file():
+        write_atomic(path, data)
+    return path

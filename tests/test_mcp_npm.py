@@ -65,10 +65,8 @@ def box(npm_servers, tmp_path) -> Iterator[Toolbox]:
 def stop_servers() -> None:
     """Stop the servers this test started: silica keeps a live connection to each for the
     life of the process, and the next test must start from a fresh one."""
-    try:
-        from silica.mcp.connections import connections
-    except ImportError:  # a silica that connects per call leaves nothing running
-        return
+    from silica.mcp.connections import connections
+
     connections().close()
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
-from silica.fsutil import write_atomic
+from silica.fsutil import keep_by_content
 from silica.images.store import ImageStore
 
 UNDECODABLE_RUN = 32
@@ -145,15 +145,11 @@ def _with_audiences(given: list, stored: list, own: set[int]) -> list:
 def _save_output(text: str, name: str, folder: Path) -> tuple[Path | None, str]:
     """Write ``text`` to ``folder``, named by tool and content; the path, or why not."""
     stem = _NAME.sub("-", name).strip("-")[:40] or "tool"
-    digest = hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
-    path = folder / f"{stem}-{digest}.txt"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.is_file():
-            write_atomic(path, text.encode("utf-8", "backslashreplace"))
+        return keep_by_content(folder, text.encode("utf-8", "backslashreplace"), ".txt",
+                               stem), ""
     except OSError as exc:
         return None, f"{exc.strerror or exc} ({folder})"
-    return path, ""
 
 
 def image_paths(result: ToolResult, content: list, store: ImageStore) -> list[Path | None]:

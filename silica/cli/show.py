@@ -11,14 +11,13 @@ says how many were left out.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult, for_user
 from silica.cli.output import err, out, plain, say
-from silica.fsutil import write_atomic
+from silica.fsutil import keep_by_content
 from silica.paths import silica_home
 
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
@@ -49,34 +48,25 @@ def save_text(text: str, folder: Path | None = None) -> tuple[Path | None, str]:
     """Save ``text`` under a name made from its content (in the folder ``save_image`` uses by
     default); the path, or ``None`` and why it could not be written."""
     folder = folder or silica_home() / "images" / "cli"
-    data = text.encode("utf-8", "backslashreplace")
-    path = folder / (hashlib.sha256(data).hexdigest()[:16] + ".txt")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.is_file():
-            write_atomic(path, data)
+        return keep_by_content(folder, text.encode("utf-8", "backslashreplace"), ".txt"), ""
     except OSError as exc:
         return None, str(exc.strerror or exc)
-    return path, ""
 
 
 def save_image(image: ImageBlock, folder: Path | None) -> Path | None:
     """Save ``image`` under a name made from its content; ``None`` if it cannot be written."""
     folder = folder or silica_home() / "images" / "cli"
-    name = hashlib.sha256(image.data).hexdigest()[:16] + "." + _EXT.get(image.media_type, "bin")
-    path = folder / name
+    suffix = "." + _EXT.get(image.media_type, "bin")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            path.write_bytes(image.data)
+        return keep_by_content(folder, image.data, suffix)
     except FileExistsError:
         say(f"warning: cannot save the image in {folder}: a file of that name is in the way; "
             "give --save-images a folder", console=err)
         return None
     except OSError as exc:
-        say(f"warning: cannot save the image to {path}: {exc.strerror or exc}", console=err)
+        say(f"warning: cannot save the image in {folder}: {exc.strerror or exc}", console=err)
         return None
-    return path
 
 
 def describe_image(image: ImageBlock, saved: Path | None) -> str:
