@@ -23,7 +23,6 @@ it exits 0 even when a target is missed, unless ``--strict`` is given.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -32,7 +31,17 @@ import time
 import tracemalloc
 
 import PIL
-from common import Row, console, med, ms, note, report, screenshot_png, temporary_folder
+from common import (
+    Row,
+    bench_parser,
+    console,
+    med,
+    ms,
+    note,
+    report,
+    screenshot_png,
+    temporary_folder,
+)
 
 from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
 from silica.agent.render import FitCache, build_request
@@ -168,12 +177,10 @@ def bench_rebuild(conversation: Conversation, store: ImageStore, repeat: int) ->
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--turns", type=int, default=10, help="turns in the session")
     parser.add_argument("--per-turn", type=int, default=3, help="screenshots per turn")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (median)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_agent.py " + shlex.join(
         [f"--turns={opts.turns}", f"--per-turn={opts.per_turn}", f"--repeat={opts.repeat}"])

@@ -27,7 +27,6 @@ unless ``--strict`` is given.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import io
 import json
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import PIL
-from common import REPO, console, note, temporary_folder
+from common import REPO, bench_parser, console, note, temporary_folder
 from PIL import Image, ImageDraw
 from rich.table import Table
 
@@ -159,10 +158,8 @@ def run(case: Case, path: Path, repeat: int) -> Outcome:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per input")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_bombs.py " + shlex.join([f"--repeat={opts.repeat}"])
     started = time.perf_counter()

@@ -14,7 +14,6 @@ The script reports; it is not a test: it exits 0 even when the target is missed,
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import subprocess
@@ -22,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import Row, console, med, note, report, temporary_folder
+from common import Row, bench_parser, console, med, note, report, temporary_folder
 from common import ms as _ms
 
 TARGET = 1.3
@@ -44,12 +43,10 @@ def timed(argv: list[str], cwd: Path) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--repeat", type=int, default=15, help="runs per figure (median)")
     parser.add_argument("--command", default="python -c pass",
                         help="the command to run bare and through silica exec")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if the target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_exec.py " + shlex.join(
         [f"--repeat={opts.repeat}", f"--command={opts.command}"])

@@ -22,7 +22,6 @@ e.g. without network for npm, is NOT MEASURED and does not fail).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import gc
 import hashlib
@@ -40,7 +39,7 @@ from functools import partial
 from pathlib import Path
 
 import PIL
-from common import Row, console, med, note, report, screenshot_png, temporary_folder
+from common import Row, bench_parser, console, med, note, report, screenshot_png, temporary_folder
 from common import ms as _ms
 from PIL import Image
 
@@ -385,10 +384,8 @@ def bench_tokens(png: bytes) -> Row:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--repeat", type=int, default=20, help="runs per figure (median)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_images.py " + shlex.join([f"--repeat={opts.repeat}"])
 

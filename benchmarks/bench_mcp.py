@@ -16,7 +16,6 @@ missed, unless ``--strict`` is given (then any missed target exits 1).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import Row, console, med, ms, note, report, temporary_folder
+from common import Row, bench_parser, console, med, ms, note, report, temporary_folder
 
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings, McpSettings, Settings
@@ -290,13 +289,11 @@ def bench_listing(b: Bench, repeat: int) -> Row:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--calls", type=int, default=50, help="calls per side (median)")
     parser.add_argument("--concurrent", type=int, default=20, help="calls made at once")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each listing (median)")
     parser.add_argument("--no-npm", action="store_true", help="skip the npm servers")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_mcp.py " + shlex.join(
         [f"--calls={opts.calls}", f"--concurrent={opts.concurrent}", f"--repeat={opts.repeat}",

@@ -17,7 +17,6 @@ even when a target is missed, unless ``--strict``.
 
 from __future__ import annotations
 
-import argparse
 import io
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import Row, med, ms, note, report, screenshot_png, temporary_folder
+from common import Row, bench_parser, med, ms, note, report, screenshot_png, temporary_folder
 from PIL import Image
 
 from silica.results.sixel import decode_sixel, extract_sixel
@@ -57,10 +56,8 @@ def timed(fn, repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--strict", action="store_true")
-    parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
     rows: list[Row] = []

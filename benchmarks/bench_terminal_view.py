@@ -19,7 +19,6 @@ it asserts nothing and always exits 0.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import random
@@ -27,7 +26,7 @@ import shlex
 import sys
 import time
 
-from common import Row, console, med, ms, note, report, temporary_folder
+from common import Row, bench_parser, console, med, ms, note, report, temporary_folder
 
 MIB = 1024 * 1024
 
@@ -90,13 +89,12 @@ def timed(render, result) -> tuple[float, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, strict=False)
     parser.add_argument("--sizes", type=float, nargs="+", default=[4, 16],
                         help="output sizes in MiB")
     parser.add_argument("--repeat", type=int, default=3, help="runs per 'after' figure")
     parser.add_argument("--skip-before", action="store_true",
                         help="do not time the uncapped view (it takes minutes at 16 MiB)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = "python benchmarks/bench_terminal_view.py " + shlex.join(
         ["--sizes", *(f"{s:g}" for s in opts.sizes), f"--repeat={opts.repeat}"]

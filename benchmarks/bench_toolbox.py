@@ -14,7 +14,6 @@ The script reports; it is not a test: it exits 0 even when a target is missed, u
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from common import REPO, Row, console, med, note, report, temporary_folder
+from common import REPO, Row, bench_parser, console, med, note, report, temporary_folder
 from common import ms as _ms
 
 from silica.tools.discovery import DiscoveryOptions
@@ -355,13 +354,11 @@ def heaviest(modules: dict[str, tuple[int, int]], n: int = 8) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--tools", type=int, default=50, help="generated tools (plus hello)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (median)")
     parser.add_argument("--call-repeat", type=int, default=20,
                         help="runs of the in-process call comparison (median)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     opts = parser.parse_args()
     command = ("python benchmarks/bench_toolbox.py " +
                shlex.join([f"--tools={opts.tools}", f"--repeat={opts.repeat}",

@@ -8,6 +8,7 @@ screenshot is drawn.
 
 from __future__ import annotations
 
+import argparse
 import io
 import random
 import shutil
@@ -31,6 +32,18 @@ REPO = Path(__file__).resolve().parent.parent
 console = Console(highlight=False)
 if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
     console = Console(highlight=False, width=150)
+
+
+def bench_parser(doc: str, *, strict: bool = True) -> argparse.ArgumentParser:
+    """The command line every benchmark shares: described by the first line of ``doc``, with
+    ``--keep`` (keep the temporary folder) and, unless ``strict`` is False, ``--strict``
+    (exit 1 if a target is missed); a benchmark adds its own options."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if strict:
+        parser.add_argument("--strict", action="store_true",
+                            help="exit 1 if a target is missed")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    return parser
 
 
 def note(message: str) -> None:
