@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings, Settings
+from silica.fsutil import write_atomic
 from silica.mcp.client import McpServerError
 from silica.mcp.connections import config_key, connections
 from silica.paths import cache_dir
@@ -135,7 +134,7 @@ def _load(name: str, server: McpServerSettings) -> list[dict] | None:
         return [{"name": str(t["name"]), "title": t.get("title"),
                  "description": t.get("description"), "input_schema": dict(t["input_schema"])}
                 for t in data["tools"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
@@ -145,11 +144,8 @@ def _save(name: str, server: McpServerSettings, tools: list[Any]) -> None:
              "input_schema": t.input_schema} for t in tools]
     path = _cache_file(name, server)
     try:
+        data = json.dumps({"version": _CACHE_VERSION, "server": name, "tools": rows})
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mcp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": _CACHE_VERSION, "server": name, "tools": rows}, f)
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):  # a cache that cannot be written is no cache
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+        write_atomic(path, data, prefix=".mcp-")
+    except (OSError, TypeError, ValueError, RecursionError):  # then there is no cache
+        pass
