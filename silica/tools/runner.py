@@ -133,27 +133,31 @@ async def _collect(proc: asyncio.subprocess.Process, reaper: bool, timeout: floa
                 timed_out = True
     finally:
         try:
-            if reaper and proc.returncode is None:
-                # Only the reaper can find what left the process group (setsid, double fork).
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(proc.pid, signal.SIGTERM)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(proc.wait()), _STOP_GRACE)
+            try:
+                if reaper and proc.returncode is None:
+                    # Only the reaper can find what left the group (setsid, double fork).
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(proc.pid, signal.SIGTERM)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(proc.wait()), _STOP_GRACE)
+            finally:
+                # Stop whatever is left of the tool's process group, whatever happened.
+                _kill_group(proc.pid)
+            for task in watchers:
+                task.cancel()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), _DRAIN_GRACE * 4)
+            # A grandchild that left the group may still hold a pipe: do not wait forever.
+            await asyncio.wait(readers, timeout=_DRAIN_GRACE)
         finally:
-            # Stop whatever is left of the tool's process group, whatever happened.
-            _kill_group(proc.pid)
-        for task in watchers:
-            task.cancel()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), _DRAIN_GRACE * 4)
-        # A grandchild that left the group may still hold a pipe: do not wait forever.
-        _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-        for task in pending:
-            task.cancel()
-        # Close the pipes now, not when the transport is collected after its loop is gone.
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+            # Even when a second cancellation cut the waits above short: no task is left
+            # reading, and the pipes are closed now, not when the transport is collected
+            # after its loop is gone ("Event loop is closed" at exit).
+            for task in (*watchers, *readers):
+                task.cancel()
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
     return RawOutput(
         stdout=out.value(),
         stderr=err.finish() if isinstance(err, _LineTee) else err.value(),
