@@ -12,6 +12,9 @@
 
     [images]                        # override the provider's image limits
     target_long_side = 1568
+    max_per_message = 10            # images a person may send at once (serve, ask)
+    max_size_bytes = 10485760       # bytes of one sent image
+    max_per_session = 100
 
     [tools]
     timeout = 60
@@ -23,6 +26,10 @@
     [shell]                         # the agent's shell tool (off unless enabled)
     enabled = true
     allow = ["chafa *"]             # run without asking; others ask (chat) or are refused
+
+    [serve]                         # silica serve (see docs/serve.md)
+    allowed_workspaces = ["~/src"]  # default: the folder serve started in
+    fetch_private = false           # true: image URLs may point at private addresses
 
     [mcp]
     timeout = 60                    # seconds for a server to start, and for one call
@@ -95,10 +102,19 @@ class ImageOverrides(_Section):
     max_decoded_bytes: int | None = Field(default=None, gt=0, le=64 * 1024**3)
     max_images_per_result: int | None = Field(default=None, gt=0, le=10_000)
     max_result_decoded_bytes: int | None = Field(default=None, gt=0, le=64 * 1024**3)
+    # What a person may send (``silica serve`` uploads, ``ask --image``): images in one
+    # message, bytes of one image as sent, images kept in one session.
+    max_per_message: int = Field(default=10, gt=0, le=_MAX_COUNT)
+    max_size_bytes: int = Field(default=10 * _MIB, gt=0, le=_GIB)
+    max_per_session: int = Field(default=100, gt=0, le=100 * _MAX_COUNT)
 
     def apply(self, limits):
-        changes = {k: v for k, v in self.model_dump().items() if v is not None}
+        changes = {k: v for k, v in self.model_dump(exclude=_UPLOAD_KEYS).items()
+                   if v is not None}
         return limits.replace(**changes) if changes else limits
+
+
+_UPLOAD_KEYS = {"max_per_message", "max_size_bytes", "max_per_session"}
 
 
 class AgingSettings(_Section):
@@ -214,6 +230,21 @@ class ShellSettings(_Section):
         return patterns
 
 
+class ServeSettings(_Section):
+    """``silica serve``: where it listens, who may reach it, what it may fetch."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    # folders a session's ``workspace`` may be in (empty: the folder serve started in)
+    allowed_workspaces: list[Path] = Field(default_factory=list)
+    # image URLs on loopback, private and link-local addresses are refused unless true
+    fetch_private: bool = False
+    fetch_timeout: float = Field(default=15.0, gt=0, le=3600)
+    # origins allowed to call the API from another page (none by default)
+    cors_origins: list[str] = Field(default_factory=list)
+    redis: str | None = Field(default=None, pattern=r"^rediss?://")
+
+
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
@@ -230,6 +261,7 @@ class Settings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
 
 
 _ENV = {
