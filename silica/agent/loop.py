@@ -38,7 +38,7 @@ from silica.images.payload import ImagePayload
 from silica.images.store import ImageStore, check_root, cleanup
 from silica.paths import silica_home
 from silica.plugins import get_plugin_manager
-from silica.providers.base import ModelInfo, Provider, Request, RequestMessage
+from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
 from silica.providers.registry import get_provider
 from silica.tools.toolbox import Toolbox
 
@@ -79,6 +79,8 @@ class Agent:
     events: AgentEvents = field(default_factory=AgentEvents)
     saved: bool = False  # the session file holds the conversation as it is now
     started_here: bool = False  # a new session (start), not a resumed one
+    usage: Usage = field(default_factory=Usage)  # of the latest turn, every request added up
+    last_reply: Reply | None = None  # the model's latest reply (its stop_reason)
 
     # -- construction -------------------------------------------------------------------
 
@@ -129,8 +131,11 @@ class Agent:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def send(self, text: str, images: Sequence[Path] = ()) -> str:
+    async def send(self, text: str, images: Sequence[Path | ImageBlock] = ()) -> str:
         """Send a person's message; run model and tools until the model answers.
+
+        ``images`` are files to read and check, or ``ImageBlock``s already checked and
+        fitted (an upload, a fetched URL). ``usage`` holds what the turn cost when it ends.
 
         Returns the model's final text. Raises ``ProviderError`` (the session is saved up to
         the failed request), ``TurnLimitReached``, ``SessionError`` when the session cannot
@@ -142,12 +147,15 @@ class Agent:
         if answer_every_call(self.conversation):  # a turn that failed half-way
             self.saved = False
         content: list = [TextBlock(text=text)] if text else []
-        content.extend(self._user_image(path) for path in images)
+        content.extend(image if isinstance(image, ImageBlock) else self._user_image(image)
+                       for image in images)
+        self.usage, self.last_reply = Usage(), None
         await self.toolbox.adiscover()  # once per Toolbox; later requests reuse it
         self.conversation.add("user", self.store.put_message(content), new_turn=True)
         self._save()
         for _ in range(self.settings.max_turns):
             reply = await self.provider.complete(self._request(), self.events.on_text)
+            self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
             self.conversation.add("assistant", said + list(reply.tool_calls))
             self._save()

@@ -47,6 +47,19 @@ class Request(BaseModel):
     max_tokens: int = 4096
 
 
+class Usage(BaseModel):
+    """Tokens one request (or, added up, one turn) cost: ``input`` counts every prompt token
+    including those read from or written to the provider's prompt cache."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
 class Reply(BaseModel):
     """What the model answered: text, and the tools it wants called."""
 
@@ -55,6 +68,15 @@ class Reply(BaseModel):
     stop_reason: str = ""
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def usage(self) -> Usage:
+        """What the provider said this request cost (0 for what it did not say)."""
+        return Usage(input_tokens=self.input_tokens or 0, output_tokens=self.output_tokens or 0,
+                     cache_read_tokens=self.cache_read_tokens or 0,
+                     cache_write_tokens=self.cache_write_tokens or 0)
 
 
 @dataclass(frozen=True)
