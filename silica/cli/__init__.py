@@ -1,7 +1,7 @@
 """The ``silica`` command: a thin layer over the library.
 
-``silica tools`` (the toolbox every other command builds on) is loaded at start; the other
-command groups are registered by import path and load only when they run.
+Every command group is registered by import path and loads only when it runs, so
+``silica --version`` and ``silica --help`` import neither the toolbox nor an SDK.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from cyclopts import App
 
 from silica import __version__
-from silica.cli import tools
 
 app = App(name="silica", version=__version__,
           help="Give LLM agents their own script tools, with images as first-class results.")
@@ -17,13 +16,16 @@ app.command("silica.cli.agent:ask", name="ask",
             help="Ask once: the model uses your tools as it needs, then answers.")
 app.command("silica.cli.agent:chat", name="chat",
             help="Talk with the model and your tools; resumable sessions.")
-app.command(tools.app)
+app.command("silica.cli.tools:app", name="tools",
+            help="Find, inspect, check, run and create user tools.")
 app.command("silica.cli.exec:exec_command", name="exec",
             help="Run any command as a tool runs; show the text and images a model gets.")
 app.command("silica.cli.packs:app", name="packs",
             help="Install, update and remove tool packs.")
 app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")
 app.command("silica.cli.mcp:app", name="mcp", help="Serve silica's tools over MCP.")
+app.command("silica.cli.serve:serve", name="serve",
+            help="The agent as a local daemon: HTTP, Socket.IO, SSE and a web page.")
 app.command("silica.cli.trust:trust", name="trust",
             help="Let a project's tools run (project folders run nothing until trusted).")
 app.command("silica.cli.trust:untrust", name="untrust",
