@@ -64,6 +64,12 @@ class ImageBlock(BaseModel):
     height: int | None = None
     source: str = ""  # which processor found it ("json", "kitty", ...)
     audience: Audience | None = _audience_field()
+    # Bytes the image had as the tool emitted it, when fitting sent other bytes (None: as it
+    # came); written only when set, like ``audience``.
+    original_bytes: int | None = Field(default=None, ge=0, exclude_if=lambda value: value is None)
+    # Words about the image (its file name, the tool's caption), for the text sent in its
+    # place to a model without vision; never sent with the image. Written only when set.
+    alt: str = Field(default="", exclude_if=lambda value: not value)
 
     @property
     def base64(self) -> str:

@@ -176,7 +176,7 @@ def test_a_bmp_comes_back_converted_through_the_prepare_image_hook(project):
     [image] = Toolbox().call("read_file", {"path": "scan.bmp"}).images
     assert image.media_type == "image/png" and (image.width, image.height) == (64, 48)
     with Image.open(io.BytesIO(image.data)) as img:
-        assert img.getpixel((10, 10))[:3] == (200, 30, 60)
+        assert img.convert("RGB").getpixel((10, 10)) == (200, 30, 60)  # palette or not
 
 
 def test_a_large_image_is_fitted_to_the_toolbox_limits(project):

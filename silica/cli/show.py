@@ -76,7 +76,9 @@ def describe_image(image: ImageBlock, saved: Path | None) -> str:
     size = f"{w}x{h} px" if w and h else "size unknown"
     tokens = ", ".join(f"{estimate_tokens(w, h, p):,} {p}" for p in ("anthropic", "openai"))
     where = f", saved to {saved}" if saved else ""
-    return (f"[image: {image.media_type}, {size}, {len(image.data):,} bytes, "
+    fitted = (f" (fitted from {image.original_bytes:,})"
+              if image.original_bytes is not None else "")
+    return (f"[image: {image.media_type}, {size}, {len(image.data):,} bytes{fitted}, "
             f"~tokens: {tokens}{where}]")
 
 

@@ -396,29 +396,36 @@ def _bands(img: Image.Image, multiple: int = 1) -> list[tuple[int, int, int, int
     return [(0, top, width, min(height, top + rows)) for top in range(0, height, rows)]
 
 
-def resize(img: Image.Image, size: tuple[int, int], premultiply: bool) -> Image.Image:
-    """``img`` (L, LA, RGB or RGBA) scaled down to ``size`` with Lanczos.
+def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
+           resample: Image.Resampling = Image.Resampling.LANCZOS) -> Image.Image:
+    """``img`` (L, LA, RGB or RGBA) scaled down to ``size`` with ``resample`` (Lanczos, or a
+    filter that reaches no further, such as BOX).
 
-    As Pillow's ``resize(size, LANCZOS, reducing_gap=REDUCING_GAP)`` does, it first reduces
+    As Pillow's ``resize(size, resample, reducing_gap=REDUCING_GAP)`` does, it first reduces
     by a whole factor (box filter) when the ratio passes ``REDUCING_GAP``, then scales the
     rows, then the columns; but it does so band by band of the result, so besides the result
     it holds only one band of rows at a time (about ``BAND_PIXELS``), never a full-size copy
-    or a full-height intermediate. ``premultiply``: scale with premultiplied alpha, so
-    transparent pixels do not bleed their colour.
+    or a full-height intermediate. An image of at most ``2 * BAND_PIXELS`` is scaled by
+    Pillow in one call: its copies then take no more than the bands' (``_BAND_WORK``), and
+    the bands' own work would double the time. ``premultiply``: scale with premultiplied
+    alpha, so transparent pixels do not bleed their colour.
     """
     width, height = img.size
     out_w, out_h = size
     if (width, height) == size:
         return img
+    work = {"LA": "La", "RGBA": "RGBa"}.get(img.mode, img.mode) if premultiply else img.mode
+    if width * height <= 2 * BAND_PIXELS:
+        whole = img.convert(work) if work != img.mode else img
+        out = whole.resize(size, resample, reducing_gap=REDUCING_GAP)
+        return out.convert(img.mode) if work != img.mode else out
     factor_x = max(1, int(width / out_w / REDUCING_GAP))
     factor_y = max(1, int(height / out_h / REDUCING_GAP))
-    work = {"LA": "La", "RGBA": "RGBa"}.get(img.mode, img.mode) if premultiply else img.mode
     reduced_h = -(-height // factor_y)
     scale = reduced_h / out_h  # reduced rows per row of the result
     margin = math.ceil(3.0 * max(scale, 1.0)) + 1  # Lanczos reaches 3 * scale rows each way
     per_band = max(1, BAND_PIXELS // width // factor_y)  # reduced rows made per band
     out_rows = max(1, int(per_band / scale))
-    lanczos = Image.Resampling.LANCZOS
 
     def rows(start: int, stop: int) -> Image.Image:
         """Reduced rows ``start:stop``, scaled to the result's width."""
@@ -427,7 +434,7 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool) -> Image.
             band = band.convert(work)
         if factor_x > 1 or factor_y > 1:
             band = band.reduce((factor_x, factor_y))
-        return band.resize((out_w, band.height), lanczos) if band.width != out_w else band
+        return band.resize((out_w, band.height), resample) if band.width != out_w else band
 
     out = Image.new(work, size)
     kept, kept_top = Image.new(work, (out_w, 0)), 0  # scaled rows made for the last band
@@ -442,7 +449,7 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool) -> Image.
         if last > done:
             middle.paste(rows(done, last), (0, done - first))
         box = (0.0, top * scale - first, float(out_w), bottom * scale - first)
-        out.paste(middle.resize((out_w, bottom - top), lanczos, box=box), (0, top))
+        out.paste(middle.resize((out_w, bottom - top), resample, box=box), (0, top))
         kept, kept_top = middle, first
     del kept, middle
     return out.convert(img.mode) if work != img.mode else out

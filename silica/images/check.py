@@ -15,16 +15,28 @@ What it does, in order:
    allocates its canvas. ``Image.MAX_IMAGE_PIXELS`` is left alone (it is process-wide);
    Pillow's own ``DecompressionBombError`` is caught too.
 3. Decode fully, so truncated or corrupt files are caught.
-4. Keep the original bytes, untouched, when the format is accepted, the size needs no change,
-   the base64 fits and the pixel mode is plain (no CMYK JPEG, no 16-bit PNG; for a PNG,
-   every chunk checksum right, since libpng checks what Pillow skips). EXIF orientation is
-   left as it is in kept bytes.
-5. Otherwise re-encode: upright per EXIF, 8-bit RGB/RGBA/L/LA, scaled down (Lanczos, aspect
-   kept) to the hard side limit and the default targets, then JPEG (if the source was JPEG)
-   or PNG; if the base64 is still too big, JPEG at falling quality for opaque images, then
-   smaller sizes, down to a floor of ``MIN_SIDE`` px. The full-size image is converted and
-   scaled band by band, and an encoding stops once it is 1.5 times too big, so the memory
-   used stays within the estimate of step 2.
+4. The image *fits* when its format is accepted, its sides are within the hard side limit,
+   its base64 fits and its pixel mode is plain (no CMYK JPEG, no 16-bit PNG; for a PNG,
+   every chunk checksum right, since libpng checks what Pillow skips). A fitting image whose
+   size needs no change is sent as it came, byte for byte, unless it is a PNG that re-encodes
+   to at most ``REENCODE_GAIN`` of its bytes, saving ``REENCODE_MIN_SAVING`` or more (tried
+   only where that is likely: a PNG written at zlib's fastest level or stored, one of at
+   most 256 colours that is not a palette PNG, and any PNG when ``lossy``). EXIF orientation
+   is left as it is in kept bytes.
+5. Otherwise re-encode: upright per EXIF, 8-bit RGB/RGBA/L/LA, scaled down (area average,
+   aspect kept: it adds no ringing, so flat screenshots stay flat and small) to the hard side
+   limit and the default targets, then in the smallest form ``silica.images.encode`` allows:
+   JPEG if the source was JPEG; else a palette PNG when that loses nothing (<= 256 colours)
+   or a PNG, and only when ``lossy``, a 256-colour PNG or a JPEG too. If the base64 is still
+   too big, JPEG at falling quality for opaque images, then smaller sizes, down to a floor
+   of ``MIN_SIDE`` px. A fitting image is never made bigger: if no encoding of it at the
+   target size is smaller than its own bytes, it is sent as it came (full size; the provider
+   scales it down itself). The full-size image is converted and scaled band by band, and an
+   encoding stops once it is 1.5 times too big, so the memory used stays within the
+   estimate of step 2.
+
+A re-encoded ``ImageBlock`` carries ``original_bytes``, the size of the bytes the tool emitted,
+so callers can report bytes before and after.
 
 Animated images: an animated GIF is sent whole when the limits allow animated GIFs, it needs
 no change and all its frames decode within the pixel budget (frames * width * height <=
@@ -46,7 +58,7 @@ import zlib
 from PIL import Image
 
 from silica.blocks import ImageBlock, TextBlock
-from silica.images import budget
+from silica.images import budget, encode
 from silica.images.limits import ANTHROPIC, GIF, JPEG, PNG, WEBP, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.images.png_repair import drop_damaged_ancillary
@@ -55,11 +67,19 @@ from silica.images.sniff import normalize_media_type, sniff_media_type
 MIN_SIDE = 32
 """No image is scaled below this long side to make it fit the byte limit."""
 
-JPEG_QUALITIES = (85, 70, 55, 40)
-"""Qualities tried, in order, when an image must be JPEG-encoded to fit."""
+REENCODE_GAIN = 0.9
+REENCODE_MIN_SAVING = 1024
+"""A fitting image that needs no scaling is re-encoded only if that takes at most
+``REENCODE_GAIN`` of its bytes and saves at least ``REENCODE_MIN_SAVING``: a few bytes saved
+are not worth sending other bytes than the tool's."""
 
 MAX_ROUNDS = 12
 """Sizes tried, each smaller than the last, before an image is given up on."""
+
+_RESAMPLE = Image.Resampling.BOX
+"""How images are scaled down: each pixel the average of the area it covers. On a screenshot
+Lanczos rings around every glyph (four times the colours); its PNG came out 1.9 times the
+size of the area average's, for text no easier to read."""
 
 _NEVER_SENT = {
     "image/svg+xml": "render it to PNG first",
@@ -81,45 +101,39 @@ _SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
                        Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270})
 
 
-class _TooBig(Exception):
-    """Raised by ``_Capped`` when an encoding passes its cap."""
-
-
-class _Capped(io.BytesIO):
-    """A buffer that refuses to grow past ``cap`` bytes, so an encoding far too big for the
-    byte limit stops there instead of filling memory."""
-
-    def __init__(self, cap: int) -> None:
-        super().__init__()
-        self.cap = cap
-
-    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
-        if self.tell() + memoryview(data).nbytes > self.cap:
-            raise _TooBig
-        return super().write(data)
-
-
 class _Dropped(Exception):
     """Raised inside this module to end with a notice."""
 
 
 def prepare_image(
-    payload: ImagePayload, limits: ImageLimits = ANTHROPIC, *, many: bool = False
+    payload: ImagePayload,
+    limits: ImageLimits = ANTHROPIC,
+    *,
+    many: bool = False,
+    lossy: bool = False,
 ) -> ImageBlock | TextBlock:
     """Fit ``payload`` to ``limits``, or explain in a ``TextBlock`` why it was dropped.
 
     ``many``: the request holds more than ``limits.many_threshold`` images, so the stricter
-    ``limits.max_side_many`` applies. Never raises. A returned ``ImageBlock`` has a
-    ``media_type`` that matches its bytes and is in ``limits.formats``, ``width``/``height``
-    that match its bytes and fit the side limit, a base64 form within
-    ``limits.max_base64_bytes``, and ``source`` copied from the payload (plus a note when
-    only the first frame of an animation was kept). Its bytes are the payload's own bytes,
-    unchanged, whenever nothing had to change.
+    ``limits.max_side_many`` applies. ``lossy`` (or ``limits.lossy``): a lossless image may be
+    sent in a form that changes pixels (JPEG, 256 colours) when that is smaller; without it,
+    only when nothing
+    else fits the byte limit. Never raises. A returned ``ImageBlock`` has a ``media_type``
+    that matches its bytes and is in ``limits.formats``, ``width``/``height`` that match its
+    bytes and fit the side limit, a base64 form within ``limits.max_base64_bytes``, and
+    ``source`` copied from the payload (plus a note when only the first frame of an
+    animation was kept). Its bytes are the payload's own bytes, unchanged, whenever nothing
+    had to change, and never more bytes than the payload's when the payload already fitted
+    the hard limits (format, sides, bytes); when they are other bytes, ``original_bytes``
+    says how many the payload had.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _prepare(payload, limits, many)
+            block = _prepare(payload, limits, many, lossy or limits.lossy)
+        if block.data != payload.data:
+            block = block.model_copy(update={"original_bytes": len(payload.data)})
+        return block
     except _Dropped as notice:
         return TextBlock(text=f"[image dropped: {notice}]")
     except Exception as exc:  # never let a bad image break a tool result
@@ -129,7 +143,7 @@ def prepare_image(
         )
 
 
-def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool) -> ImageBlock:
+def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool, lossy: bool) -> ImageBlock:
     data = payload.data
     if not isinstance(data, bytes):
         data = bytes(data)
@@ -158,7 +172,7 @@ def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool) -> ImageBlo
         if dropped:
             note = f"damaged {', '.join(dict.fromkeys(dropped))} chunk dropped"
             source = f"{source} ({note})" if source else note
-    return _fit(data, true_type, label, source, limits, many, pillow_formats)
+    return _fit(data, true_type, label, source, limits, many, lossy, pillow_formats)
 
 
 def _fit(
@@ -168,6 +182,7 @@ def _fit(
     source: str,
     limits: ImageLimits,
     many: bool,
+    lossy: bool,
     pillow_formats: tuple[str, ...],
 ) -> ImageBlock:
     if true_type == WEBP:  # Pillow's WebP plugin allocates the whole canvas as it opens one
@@ -198,20 +213,26 @@ def _fit(
         target = budget.fit_size(width, height, side_limit, limits)
         animated = frames > 1 and img.format != "MPO"  # MPO: a JPEG with extra pictures
         keep_animation = animated and true_type == GIF and limits.allow_animated_gif
-        keep = (
+        fits = (
             not broken
             and true_type in limits.formats
-            and target == (width, height)
+            and max(width, height) <= side_limit
             and _base64_len(len(data)) <= limits.max_base64_bytes
             and _plain_mode(img, true_type, data)
             and (true_type != PNG or _png_intact(data))
             and (not animated or (keep_animation and cost.frames == frames))
         )
-        if keep and (not animated or _all_frames_decode(img, frames)):
+        kept = ImageBlock(media_type=true_type, data=data, width=width, height=height,
+                          source=source)
+        if fits and target == (width, height) and (
+            not animated or _all_frames_decode(img, frames)
+        ):
             _load(img, label)  # the first frame, and every frame for a kept animation
-            return ImageBlock(
-                media_type=true_type, data=data, width=width, height=height, source=source
-            )
+            most = min(int(len(data) * REENCODE_GAIN), len(data) - REENCODE_MIN_SAVING)
+            if animated or most <= 0 or not _worth_reencoding(img, true_type, data, lossy):
+                return kept
+            return _reencode(img, target, None, true_type, label, source, limits, lossy,
+                             (kept, most))
         if animated:
             note = (
                 "first frame only, the rest is unreadable" if broken else f"first frame of {frames}"
@@ -229,7 +250,11 @@ def _fit(
             if width * height > limits.max_pixels:
                 raise _bomb(label, (width, height), limits)
             target = budget.fit_size(width, height, side_limit, limits)
-        return _reencode(img, target, _orientation(img), true_type, label, source, limits)
+        # A fitting still image is never sent bigger than it came (an animation sent whole
+        # would be a different thing, so it is not compared).
+        original = (kept, len(data) - 1) if fits and not animated else None
+        return _reencode(img, target, _orientation(img), true_type, label, source, limits,
+                         lossy, original)
 
 
 def _reencode(
@@ -240,9 +265,14 @@ def _reencode(
     label: str,
     source: str,
     limits: ImageLimits,
+    lossy: bool,
+    original: tuple[ImageBlock, int] | None,
 ) -> ImageBlock:
     """Encode ``frame`` at ``target`` size (as stored; ``turn`` makes it upright after
-    scaling) or smaller until its base64 fits."""
+    scaling) in its smallest allowed form, or smaller until its base64 fits.
+
+    ``original``: the image as it came, when it fits ``limits`` already, and the most bytes
+    an encoding may take to be sent instead; if none is that small, the original is sent."""
     png_ok, jpeg_ok = PNG in limits.formats, JPEG in limits.formats
     if not png_ok and not jpeg_ok:
         raise _Dropped(
@@ -252,37 +282,29 @@ def _reencode(
     frame = _eight_bit(frame)
     transparent = budget.has_alpha(frame)
     flatten = transparent and not png_ok  # JPEG only: flatten onto white
-    alpha = transparent and not flatten
-    plans: list[tuple[str, int | None]] = []
-    if jpeg_ok and (true_type == JPEG or not png_ok):
-        plans += [("JPEG", q) for q in JPEG_QUALITIES]
-    else:
-        plans.append(("PNG", None))
-        if jpeg_ok and not alpha:
-            plans += [("JPEG", q) for q in JPEG_QUALITIES]
-    size = target
-    last: dict[tuple[str, int | None], int] = {}  # plan -> encoded bytes at the previous size
-    area_ratio = 1.0
+    max_bytes = limits.max_base64_bytes // 4 * 3  # the most raw bytes whose base64 fits
     cap = budget.encode_cap(limits)
+    if original is not None:  # one size only: the original fits, so it is the fallback
+        max_bytes = min(max_bytes, original[1])
+        cap = min(cap, max_bytes)
+    size = target
+    last: dict[encode.Form, int] = {}  # form -> encoded bytes at the previous size (predicted)
+    area_ratio = 1.0
     for _ in range(MAX_ROUNDS):
-        scaled = _finish(budget.resize(frame, size, transparent), transparent, flatten, turn)
-        for plan in plans:
-            if plan in last and _base64_len(int(last[plan] * area_ratio)) > limits.max_base64_bytes:
-                last[plan] = int(last[plan] * area_ratio)  # predicted still too big: skip it
-                continue
-            encoded = _encode(scaled, *plan, cap)
-            if encoded is None:  # stopped at the cap: at least that big
-                last[plan] = cap + 1
-                continue
-            if _base64_len(len(encoded)) <= limits.max_base64_bytes:
-                return ImageBlock(
-                    media_type=PNG if plan[0] == "PNG" else JPEG,
-                    data=encoded,
-                    width=scaled.width,
-                    height=scaled.height,
-                    source=source,
-                )
-            last[plan] = len(encoded)
+        scaled = _finish(budget.resize(frame, size, transparent, resample=_RESAMPLE),
+                         transparent, flatten, turn)
+        too_big = {form for form, n in last.items() if int(n * area_ratio) > max_bytes}
+        tried: dict[encode.Form, int] = {}
+        best = encode.smallest(
+            scaled, limits.formats, lossy=lossy, jpeg_source=true_type == JPEG,
+            max_bytes=max_bytes, cap=cap, fallback=original is None, skip=too_big,
+            tried=tried)
+        if best is not None:
+            return ImageBlock(media_type=best.media_type, data=best.data, width=scaled.width,
+                              height=scaled.height, source=source)
+        if original is not None:
+            return original[0]
+        last = {form: int(n * area_ratio) for form, n in last.items()} | tried
         # Shrink the area by the ratio still needed (10% margin), and at least by a quarter.
         needed = limits.max_base64_bytes / _base64_len(min(last.values()))
         ratio = min(0.75, 0.9 * math.sqrt(needed))
@@ -298,6 +320,17 @@ def _reencode(
         f"{limits.max_base64_bytes / 1024 / 1024:.1f} MB (base64) even at {MIN_SIDE} px; "
         "it was not sent. Emit a smaller or simpler image"
     )
+
+
+def _worth_reencoding(img: Image.Image, true_type: str, data: bytes, lossy: bool) -> bool:
+    """Whether a fitting image that needs no scaling is likely to get smaller re-encoded:
+    only a PNG, upright as stored, and not a palette PNG already; then when ``lossy``, when
+    it was written at zlib's fastest level (or stored), or when a palette holds it."""
+    if true_type != PNG or img.mode not in ("L", "LA", "RGB", "RGBA"):
+        return False
+    if _orientation(img) is not None:  # re-encoding would turn it: keep it as it came
+        return False
+    return lossy or _png_zlib_level(data) == 0 or encode.few_colours(img)
 
 
 def _frame_count(img: Image.Image) -> int | None:
@@ -336,6 +369,19 @@ def _png_intact(data: bytes) -> bool:
             return True
         position = end + 4
     return False
+
+
+def _png_zlib_level(data: bytes) -> int | None:
+    """The compression level the first IDAT's zlib header declares (0 fastest or stored,
+    1 fast, 2 default, 3 best), or ``None`` if there is none to read."""
+    position = 8
+    while position + 12 <= len(data):
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        if data[position + 4 : position + 8] == b"IDAT":
+            header = data[position + 8 : position + 8 + min(length, 2)]
+            return header[1] >> 6 if len(header) == 2 else None
+        position += 12 + length
+    return None
 
 
 def _all_frames_decode(img: Image.Image, frames: int) -> bool:
@@ -424,21 +470,6 @@ def _eight_bit(img: Image.Image) -> Image.Image:
     if mode in ("PA", "RGBa") or "A" in mode:
         return img.convert("RGBA")
     return img.convert("RGB")  # CMYK, YCbCr, LAB, HSV, RGBX, ...
-
-
-def _encode(img: Image.Image, fmt: str, quality: int | None, cap: int) -> bytes | None:
-    """``img`` encoded; ``None`` if that passes ``cap`` bytes (encoding stops there)."""
-    buffer = _Capped(cap)
-    try:
-        if fmt == "PNG":
-            img.save(buffer, "PNG", compress_level=6)
-        else:
-            if img.mode not in ("L", "RGB"):
-                img = img.convert("L" if img.mode in ("L", "LA") else "RGB")
-            img.save(buffer, "JPEG", quality=quality)
-    except _TooBig:
-        return None
-    return buffer.getvalue()
 
 
 def _base64_len(size: int) -> int:

@@ -92,6 +92,9 @@ class ImageLimits:
     """How many images one request may hold (``None``: unknown)."""
     allow_animated_gif: bool = True
     """Whether an animated GIF may be sent whole; otherwise its first frame is sent."""
+    lossy: bool = False
+    """Whether fitting may pick a form that changes pixels (JPEG, 256 colours) when it is
+    smaller (``[images] lossy``); without it, only when nothing else fits the byte limit."""
 
     def __post_init__(self) -> None:
         if not self.formats:
@@ -170,11 +173,26 @@ OLLAMA = ImageLimits(
 )
 """Ollama (local models): PNG and JPEG only."""
 
+GEMINI = ImageLimits(
+    formats=frozenset({PNG, JPEG, WEBP}),  # and HEIC/HEIF; GIF is not accepted
+    max_base64_bytes=7_000_000,  # "7 MB" per inline image: measured on base64, safe
+    max_side=8000,  # undocumented; conservative, the targets below apply first anyway
+    max_side_many=8000,
+    many_threshold=None,
+    target_long_side=1536,  # two of the 768 px tiles Gemini cuts an image into
+    target_megapixels=1.15,
+    max_images_per_request=3000,
+    allow_animated_gif=False,
+)
+"""Gemini (``generateContent`` inline data)."""
+
 _PRESETS: dict[str, ImageLimits] = {
     "anthropic": ANTHROPIC,
     "claude": ANTHROPIC,
     "openai": OPENAI,
+    "openai-responses": OPENAI,
     "gpt": OPENAI,
+    "gemini": GEMINI,
     "ollama": OLLAMA,
 }
 
