@@ -80,8 +80,12 @@ def silica_result_processors(register: Callable[[str, int, Callable[[ResultDraft
 
     Called once when the plugin manager is built. Each ``process(draft)`` reads and rewrites
     ``draft.text`` (what the tool printed, as text) and appends ``ImagePayload`` objects to
-    ``draft.images``. Processors run in ascending ``order``: escape-sequence images (100s),
-    then JSON image fields (200s); whatever text is left becomes one text block.
+    ``draft.images``. A processor may instead read and rewrite ``draft.output``, the same as
+    bytes (decoding with ``draft.errors``): the output comes as the bytes the tool wrote and
+    is decoded once, when a processor first reads ``text``, so processors that keep to bytes
+    spare it (the escape-sequence ones do). Processors run in ascending ``order``:
+    escape-sequence images (100s), then JSON image fields (200s); whatever text is left
+    becomes one text block.
     """
 
 
@@ -110,6 +114,19 @@ def silica_providers(register: Callable[[str, Callable[[Settings], Provider]], N
 
 
 # -- events ------------------------------------------------------------------------------
+
+
+@hookspec
+def silica_session_deleted(session_id: str, home: Path, settings: Settings) -> None:
+    """Clean up what a plugin keeps for session ``session_id`` outside its files.
+
+    Called by ``silica.agent.sessions.delete_session`` before it removes the session's file
+    and folders (so a plugin can still read what it left in ``session_folder``), with the
+    silica ``home`` and the ``settings`` of that home. Work elsewhere (a remote service) is
+    best effort: a plugin reports what it could not do as a warning and returns; a raising
+    plugin is reported and the session is deleted all the same. The default plugin deletes
+    the images the session uploaded to the Anthropic Files API.
+    """
 
 
 @hookspec

@@ -26,6 +26,7 @@ DEFAULT_PLUGINS = (
     "silica.default_plugins.json_images",
     "silica.default_plugins.image_check",
     "silica.default_plugins.providers",
+    "silica.default_plugins.anthropic_files",
 )
 
 ENTRY_POINT_GROUP = "silica"

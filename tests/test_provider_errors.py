@@ -114,5 +114,5 @@ def test_a_reply_that_is_not_json(kind, monkeypatch):
 
 
 def test_an_unknown_provider_lists_the_known_ones():
-    with pytest.raises(ProviderError, match="anthropic, ollama, openai"):
-        get_provider("gemini", Settings())
+    with pytest.raises(ProviderError, match="anthropic, gemini, ollama, openai, openai-responses"):
+        get_provider("mistral", Settings())

@@ -87,7 +87,8 @@ def test_without_images_leaves_only_placeholders():
     stripped = without_images(request)
     assert len(images_in(request)) == 2 and images_in(stripped) == []
     assert stripped.messages[0].content[1].text == "[Image: 4x3, image/png]"
-    assert stripped.messages[2].content[0].content[1].text == "[Image: 5x2, image/png]"
+    assert stripped.messages[2].content[0].content[1].text == \
+        "[Image: captured 5x2, 5x2, image/png]"  # the tool's words about its image
     assert request.messages[0].content[1].type == "image"  # the original is untouched
 
 

@@ -60,7 +60,7 @@ def test_a_model_without_vision_gets_no_image(monkeypatch):
     assert not holds_image(body)
     assert all("images" not in m for m in body["messages"])
     assert body["messages"][1]["content"] == "What is on the page?\n[Image: 4x3, image/png]"
-    assert body["messages"][3]["content"] == "captured 5x2\n[Image: 5x2, image/png]"
+    assert body["messages"][3]["content"] == "captured 5x2\n[Image: captured 5x2, 5x2, image/png]"
 
 
 def test_vision_can_be_switched_on_for_an_unknown_model(monkeypatch):

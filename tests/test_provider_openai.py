@@ -96,7 +96,7 @@ def test_a_model_without_vision_gets_no_image(monkeypatch):
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user", "assistant", "tool"]  # no images message
     assert body["messages"][1]["content"] == "What is on the page?\n[Image: 4x3, image/png]"
-    assert body["messages"][3]["content"] == "captured 5x2\n[Image: 5x2, image/png]"
+    assert body["messages"][3]["content"] == "captured 5x2\n[Image: captured 5x2, 5x2, image/png]"
 
 
 def test_reasoning_models_get_max_completion_tokens(monkeypatch):

@@ -16,7 +16,10 @@ What callers may rely on:
 - ``list_sessions`` never raises for a bad file (not JSON, nested past what can be read, not
   a session): it lists it with ``problem`` set.
 - ``delete_session`` removes a session's file, its folder of saved tool outputs
-  (``session_folder``) and its image folder; nothing else.
+  (``session_folder``) and its image folder; nothing else, but it first calls the
+  ``silica_session_deleted`` hook, whose plugins clean up elsewhere (the default one deletes
+  the session's Anthropic Files API uploads): a plugin's failure is a warning on the
+  ``silica.sessions`` logger and never stops the deletion.
 
 Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
 """
@@ -24,6 +27,7 @@ Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 import shutil
@@ -44,6 +48,8 @@ VERSION = 1
 TITLE_LENGTH = 60
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+log = logging.getLogger("silica.sessions")
 
 
 class SessionError(SilicaError):
@@ -183,6 +189,7 @@ def delete_session(session_id: str, home: Path | None = None, *,
         raise SessionError(f"no session {session_id}; run `silica sessions list` to see the "
                            "ids")
     images = (home or silica_home()) / "images" / session_id
+    _announce_deletion(session_id, home or silica_home())
     removed = [target for target in (path, session_folder(session_id, home), images)
                if _remove(target)]
     return DeletedSession(id=session_id, removed=removed)
@@ -272,6 +279,24 @@ def _remove(target: Path) -> bool:
         raise SessionError(f"cannot remove {target}: {exc.strerror or exc}; check its "
                            "permissions and try again") from exc
     return True
+
+
+def _announce_deletion(session_id: str, home: Path) -> None:
+    """Call each plugin's ``silica_session_deleted``; whatever fails is a warning."""
+    from silica.config import ConfigError, Settings, load_settings
+    from silica.plugins import get_plugin_manager
+
+    try:
+        settings = load_settings(home)
+    except ConfigError:  # a broken config must not keep a session from being deleted
+        settings = Settings()
+    given = {"session_id": session_id, "home": home, "settings": settings}
+    for impl in get_plugin_manager().hook.silica_session_deleted.get_hookimpls():
+        try:
+            impl.function(**{k: given[k] for k in impl.argnames})
+        except Exception as exc:
+            log.warning("%s", f"plugin {impl.plugin_name!r} failed to clean up after session "
+                        f"{session_id}: {type(exc).__name__}: {exc}")
 
 
 def _refuse_bytes(conversation: Conversation) -> None:

@@ -45,6 +45,9 @@ class Request(BaseModel):
     tools: list[dict[str, Any]] = Field(default_factory=list)  # name, description, input_schema
     messages: list[RequestMessage]
     max_tokens: int = 4096
+    # the conversation's id ("": none): what a provider may remember per session (the
+    # Anthropic Files API's uploads); never sent
+    session_id: str = ""
 
 
 class Usage(BaseModel):

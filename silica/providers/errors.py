@@ -4,6 +4,17 @@ the bounds every reply is read within.
 Each message function returns (does not raise) a ``ProviderError`` so callers write
 ``raise http_error(...) from exc`` and keep the original cause attached.
 
+Image problems: an error status whose text names an image (``image_refusal``) becomes a
+``ProviderError`` whose ``image_problem`` is ``no_images`` (the model takes none),
+``too_large``, ``too_many`` or ``invalid`` (``refused``), with a message saying what to
+change. The wordings are those of the Anthropic, OpenAI, Ollama and Gemini APIs and of
+OpenAI-compatible servers (``unknown variant `image_url`, expected `text```, ``... is not a
+multimodal model``, ``At most 1 image(s) may be provided in one request``); Ollama's
+come as a status or inside its stream (``this model is missing data required for image
+input``).
+``silica.providers.vision`` retries a request refused with ``no_images`` once with text in
+place of its images; the others are never retried.
+
 Bounds (``ReplyBounds``, attributes of each built-in provider): a reply must end within
 ``deadline`` seconds of the request (retries included), no line of it (an NDJSON line; in a
 server-sent-event stream, an event) may pass ``max_line`` bytes, and all of it ``max_reply``
@@ -94,7 +105,11 @@ def api_message(body: object) -> str:
 
 
 def http_error(ep: Endpoint, status: int, detail: str) -> ProviderError:
-    """An HTTP error status from the API, after any retries, as a message a user can act on."""
+    """An HTTP error status from the API, after any retries, as a message a user can act on
+    (``refused`` when its text names an image problem, see ``image_refusal``)."""
+    kind = _image_status(status, detail)
+    if kind:
+        return refused(ep, kind, detail, f"HTTP {status}")
     said = f": {detail}" if detail else ""
     if status == 400:
         return ProviderError(
@@ -125,8 +140,102 @@ def http_error(ep: Endpoint, status: int, detail: str) -> ProviderError:
     return ProviderError(f"{ep.label} answered HTTP {status}{said}.")
 
 
+# -- errors that name an image ----------------------------------------------------------
+
+IMAGE_PROBLEMS = ("no_images", "too_large", "too_many", "invalid")
+"""The values of ``ProviderError.image_problem``."""
+
+_IMAGE = r"(image|input_image|image_url|multimodal|vision)"
+_IMAGE_PART = r".?(image_url|input_image).?"  # an image's part type, as a wire format names it
+# Tried in order, first match wins. "Too many" comes first (its wordings also hold "exceed");
+# "takes no images" is matched narrowly, as the model's own statement: a vision model
+# refusing one image's format must not be recorded as a model without vision.
+_REFUSALS: list[tuple[str, re.Pattern[str]]] = [
+    ("too_many", re.compile(
+        r"too many images|too much media|at most \d+ images?|\d+ images?,? exceed"
+        r"|exceeds? (the )?(maximum|limit) (of \d+ )?images|maximum (number of )?images"
+        r"|images? per (request|prompt)|image count \d+ exceeds|passed \d+ image items"
+        r"|number of images|only supports? (one|\d+) images?", re.I)),
+    ("no_images", re.compile(
+        r"(image|vision|multimodal)( input| inputs| content)?( modality)? (is |are )?"
+        r"not (supported|enabled)"
+        r"|(does not|doesn't|do not|don't|cannot|can't) (support|accept|take|handle) "
+        r"(images?|image inputs?|vision|multimodal( inputs?)?)"
+        r"(?![\w/-]| (format|type|size|mime|media|of|with|larger|bigger|over))"
+        rf"|{_IMAGE_PART} is only supported by|{_IMAGE_PART} is not one of"
+        rf"|(unknown variant|invalid value:?) {_IMAGE_PART}"
+        r"|only supports? text|not a multimodal model|missing data required for image", re.I)),
+    ("too_large", re.compile(
+        rf"{_IMAGE}.{{0,120}}(too large|too long|too big|exceeds?|maximum (size|length)"
+        r"|max size|larger than)|(too large|exceeds?).{0,40}image"
+        r"|payload size exceeds", re.I)),
+    ("invalid", re.compile(
+        rf"invalid {_IMAGE}|{_IMAGE}.{{0,60}}(invalid|not valid|not supported|corrupt"
+        r"|could not be|cannot be|failed to|unsupported|unable to)|(could not|unable to|failed to) "
+        rf"(process|decode|read|parse|load) (the |an? |input )?{_IMAGE}"
+        r"|not (represent|appear to be) a valid|unsupported (image|mime type)"
+        r"|cannot identify image file|illegal base64 data|appears to be an? image/"
+        r"|image: unknown format", re.I)),
+]
+_LIMIT = re.compile(r"(?:max(?:imum)?(?: number)?(?: of)?(?: is)?|at most|limit(?: of| is)?"
+                    r"|> ?)\s*:?\s*(\d+)", re.I)
+
+
+def image_refusal(detail: str) -> str | None:
+    """Which image problem an error's text names (one of ``IMAGE_PROBLEMS``); ``None``
+    when it names none."""
+    detail = detail[:2000]  # the API's words come first; a long body is not searched whole
+    for kind, pattern in _REFUSALS:
+        if pattern.search(detail):
+            return kind
+    return None
+
+
+def _image_status(status: int, detail: str) -> str | None:
+    """The image problem an HTTP error names: for 400, 413, 422 and server errors (Ollama
+    answers a model without vision, or an image it cannot decode, with a 500)."""
+    return image_refusal(detail) if status in (400, 413, 422) or status >= 500 else None
+
+
+def refused(ep: Endpoint, kind: str, detail: str, where: str = "HTTP 400") -> ProviderError:
+    """The ``ProviderError`` for an image problem of ``kind`` (see ``image_refusal``); its
+    ``image_problem`` attribute is ``kind``, for a caller that acts on it."""
+    detail = detail.strip()[:500].rstrip(".")
+    said = f"{ep.label} ({where}): {detail}"
+    fresh = ("The history is re-sent every turn, so start a new session after the change "
+             "(a resumed one still holds the image).")
+    if kind == "no_images":
+        error = ProviderError(
+            f"model {ep.model!r} takes no images: {said}. Set `vision = false` in "
+            "config.toml (or SILICA_VISION=false) to send it a text line in place of each "
+            "image, or choose a model that sees images with --model.")
+    elif kind == "too_large":
+        error = ProviderError(
+            f"an image was too large for {ep.model!r}: {said}. Lower `max_base64_bytes` or "
+            f"`target_long_side` under [images] in config.toml so images are fitted smaller. "
+            f"{fresh}")
+    elif kind == "too_many":
+        found = _LIMIT.search(detail)
+        cap = f" to {found.group(1)} or fewer" if found else ""
+        error = ProviderError(
+            f"the request held too many images for {ep.model!r}: {said}. Set "
+            f"`max_images_per_request`{cap} under [images] in config.toml: older images are "
+            "then sent as text lines.")
+    else:
+        error = ProviderError(
+            f"{ep.label} could not read an image sent to {ep.model!r} ({where}): {detail}. "
+            "silica checks every image before it is sent, so this API may not take that kind "
+            f"of image; send it as PNG or JPEG. {fresh}")
+    error.image_problem = kind  # type: ignore[attr-defined]
+    return error
+
+
 def stream_error(ep: Endpoint, detail: str) -> ProviderError:
-    """The API began its reply, then sent an error in the stream (overloaded, say)."""
+    """The API began its reply, then sent an error in the stream (overloaded, say; or, as
+    Ollama does, an image problem: then ``refused``)."""
+    kind = image_refusal(detail)
+    if kind:
+        return refused(ep, kind, detail, "in its reply")
     said = f": {detail}" if detail else ""
     return ProviderError(f"{ep.label} broke off its reply to {ep.model!r} with an error{said}; "
                          "try again.")

@@ -4,14 +4,19 @@
 returns: vision from the table below (unless ``settings.vision`` says otherwise) and the
 provider's image limits with ``settings.images`` applied. ``without_images(request)`` is the
 last guard before a request leaves for a model without vision: every image becomes a short
-text line, so no image is ever sent to a model that cannot read it.
+text line, its stand-in, so no image is ever sent to a model that cannot read it. A stand-in
+carries the tool's own words about the image and its size: ``[Image: chart of 5 values,
+640x400, image/png]``.
 
 The table matches on the model name, case-insensitively; an unknown name falls back to the
-provider's default (Anthropic and OpenAI: vision, Ollama: none). docs/providers.md shows it.
+provider's default (Anthropic, OpenAI and Gemini: vision, Ollama: none). docs/providers.md
+shows it. A model that turns out to take no images is found when it first refuses one, and
+remembered (``silica.providers.vision``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -23,6 +28,8 @@ from silica.providers.base import ModelInfo, Request, RequestMessage, RequestToo
 DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-5-5",
     "openai": "gpt-4.1",
+    "openai-responses": "gpt-4.1",
+    "gemini": "gemini-3.8-flash",
     "ollama": "llama3.2-vision",
 }
 """The model each built-in provider uses when ``settings.model`` is not set."""
@@ -45,12 +52,32 @@ _OPENAI: list[tuple[str, bool]] = [
 ]
 _OLLAMA: list[tuple[str, bool]] = [
     (r"^gemma3:(270m|1b)", False),  # the smallest gemma3 models are text only
-    (r"llava|bakllava|vision|vl|minicpm-v|moondream|gemma3|llama4", True),
+    (r"llava|bakllava|vision|vl|minicpm-v|moondream|gemma3|llama4|pixtral", True),
     (r"mistral-small3\.[1-9]", True),
 ]
+# Open models behind OpenAI- or Anthropic-compatible addresses (local servers, hosted APIs and
+# gateways); names may carry an organisation ("deepseek-ai/", "Qwen/"), so none is anchored.
+_OPEN_MODELS: list[tuple[str, bool]] = [
+    (r"deepseek[\w.-]*?(vl|ocr)", True),  # DeepSeek-VL, VL2, OCR
+    (r"deepseek", False),  # deepseek-chat, deepseek-reasoner, V3, R1: text only
+    (r"qwen[\w.-]*?vl|qvq", True),  # qwen-vl-max, Qwen2.5-VL-7B-Instruct, qwen3-vl
+    (r"pixtral", True),
+    (r"llama-?4(?!\d)", True),  # Llama-4-Scout, llama-4-maverick
+    (r"gemma-?3-?(1b|270m)", False),  # the smallest Gemma 3 models are text only
+    (r"gemma-?3(?!\d)", True),
+]
+_GEMINI: list[tuple[str, bool]] = [  # "models/" and "tunedModels/" prefixes included
+    (r"tunedmodels/", False),  # tuned models take text only
+    (r"gemini-1\.0-pro(?!-vision)|gemini-pro$|gemini-pro-\d", False),  # Gemini 1.0 Pro
+    (r"embedding|-tts|transcribe|^(models/)?(aqa|lyria|imagen|veo)", False),
+    (r"gemma-3-1b|gemma-3n|gemma-2|gemma-\d+b", False),  # text-only Gemma on the API
+    (r"gemini|gemma-[3-9]|learnlm", True),
+]
 _TABLES: dict[str, tuple[list[tuple[str, bool]], bool]] = {
-    "anthropic": (_ANTHROPIC, True),
-    "openai": (_OPENAI, True),
+    "anthropic": (_OPEN_MODELS + _ANTHROPIC, True),
+    "openai": (_OPEN_MODELS + _OPENAI, True),
+    "openai-responses": (_OPEN_MODELS + _OPENAI, True),  # the same models, another API
+    "gemini": (_GEMINI, True),
     "ollama": (_OLLAMA, False),
 }
 
@@ -78,27 +105,75 @@ def model_info(provider: str, model: str, settings: Settings) -> ModelInfo:
     return ModelInfo(vision=vision, limits=settings.images.apply(for_provider(provider)))
 
 
-def image_placeholder(image: ImageBlock) -> TextBlock:
-    """The text a model without vision sees instead of ``image``."""
+STAND_IN_WORDS = 100
+"""Characters of words about an image its stand-in holds at most."""
+
+_ABOUT_FIELDS = re.compile(
+    r'"(?:caption|alt|alt_text|description|title)"\s*:\s*"((?:[^"\\\n]|\\.){1,1000})"', re.I)
+_SCANNED = 20_000  # characters of a tool's text searched for words about its images
+
+
+def image_placeholder(image: ImageBlock, about: str = "") -> TextBlock:
+    """The text a model without vision gets instead of ``image``: ``[Image: <about>,
+    <W>x<H>, <media type>]`` (``[Image: chart of 5 values, 640x400, image/png]``, the
+    form the request builder gives an image it knows not to send), where ``about`` is words
+    about the image, ``image.alt`` when not given, and left out when neither says anything."""
+    words = " ".join((about or image.alt).split())
+    if len(words) > STAND_IN_WORDS:
+        words = words[:STAND_IN_WORDS - 1].rstrip() + "…"
     size = f"{image.width}x{image.height}" if image.width and image.height else "unknown size"
-    return TextBlock(text=f"[Image: {size}, {image.media_type}]")
+    return TextBlock(text=f"[Image: {words + ', ' if words else ''}{size}, {image.media_type}]")
+
+
+def image_words(text: str) -> list[str]:
+    """What a tool's text says about its images, for their stand-ins: every ``caption``,
+    ``alt``, ``alt_text``, ``description`` or ``title`` field in it (JSON the tool printed),
+    in order; else its first line of prose; else nothing."""
+    text = text[:_SCANNED]
+    fields = [_json_string(m.group(1)) for m in _ABOUT_FIELDS.finditer(text)]
+    fields = [f for f in fields if f.strip()]
+    if fields:
+        return fields
+    for line in text.splitlines():
+        line = line.strip()
+        # JSON the tool printed, or silica's own notes ("[image dropped: ...]"), say nothing
+        if line and line[0] not in '{}[]"' and any(c.isalnum() for c in line):
+            return [line]
+    return []
+
+
+def _json_string(raw: str) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except ValueError:
+        return raw
 
 
 def without_images(request: Request) -> Request:
-    """``request`` with every image (tool results included) replaced by its placeholder."""
+    """``request`` with every image (tool results included) replaced by its stand-in
+    (``image_placeholder``). The words about an image in a tool result are the tool's own
+    (``image_words`` of the result's text: the n-th image takes the n-th, the last when
+    there are fewer), else the image's ``alt``, else the tool's name; a person's image has
+    its ``alt`` (its file name)."""
 
-    def swap(blocks: list) -> list:
+    def swap(blocks: list, words: list[str], name: str) -> list:
         out = []
+        n = 0
         for block in blocks:
             if isinstance(block, ImageBlock):
-                out.append(image_placeholder(block))
+                about = words[min(n, len(words) - 1)] if words else block.alt or name
+                out.append(image_placeholder(block, about))
+                n += 1
             elif isinstance(block, RequestToolResult):
-                out.append(block.model_copy(update={"content": swap(block.content)}))
+                text = "\n".join(b.text for b in block.content if isinstance(b, TextBlock))
+                content = swap(block.content, image_words(text), block.name)
+                out.append(block.model_copy(update={"content": content}))
             else:
                 out.append(block)
         return out
 
-    messages = [RequestMessage(role=m.role, content=swap(m.content)) for m in request.messages]
+    messages = [RequestMessage(role=m.role, content=swap(m.content, [], ""))
+                for m in request.messages]
     return request.model_copy(update={"messages": messages})
 
 
@@ -125,6 +200,7 @@ class BundledProvider:
 
     name: str = ""
     default_timeout: float | None = None  # None: the SDK's own
+    sdk: tuple[str, ...] = ()  # what the first request imports (see ``warm``)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -138,6 +214,13 @@ class BundledProvider:
     def for_model(self, request: Request) -> Request:
         """``request`` as it may be sent: images become text for a model without vision."""
         return request if self.model_info(request.model).vision else without_images(request)
+
+    def warm(self) -> None:
+        """Import ``sdk`` and build the TLS context: what the first request needs, done
+        ahead, in a thread, by ``silica.providers.clients.warm_up``. Never raises."""
+        from silica.providers.clients import import_sdk
+
+        import_sdk(*self.sdk)
 
     def sdk_options(self) -> dict[str, Any]:
         """Retry and timeout options for an SDK client."""

@@ -4,6 +4,10 @@ Every message may carry ``images``: bare base64 strings (no ``data:`` prefix). T
 out as ``tool`` messages with their text, their images and ``tool_name``. Ollama gives tool
 calls no ids, so silica numbers them ``call_<n>`` through the conversation. The server is
 ``OLLAMA_HOST`` (``host``, ``host:port`` or a URL; default ``http://127.0.0.1:11434``).
+
+Messages keep one order (system, the history as it was), so Ollama can reuse its cache of
+the prompt's start. Its usage says nothing of that cache: a ``Reply`` has input tokens
+(``prompt_eval_count``) and output tokens (``eval_count``) only.
 """
 
 from __future__ import annotations
@@ -12,9 +16,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING, Any
 
 from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.config import Settings
@@ -25,6 +27,7 @@ from silica.providers.base import (
     RequestToolResult,
     tool_arguments,
 )
+from silica.providers.clients import tls
 from silica.providers.errors import (
     Endpoint,
     ReplyBounds,
@@ -40,6 +43,9 @@ from silica.providers.errors import (
     within_deadline,
 )
 from silica.providers.models import BundledProvider, stop_reason
+
+if TYPE_CHECKING:  # imported by the first request (or ahead: ``warm``)
+    import httpx2
 
 HOST_VAR = "OLLAMA_HOST"
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -142,6 +148,7 @@ class OllamaProvider(BundledProvider, ReplyBounds):
     ``deadline``, ``max_line`` and ``max_reply`` bound the whole reply (``ReplyBounds``)."""
 
     name = "ollama"
+    sdk = ("httpx2",)
     default_timeout = 600.0
     deadline = 7200.0  # a local model on a CPU can take an hour over a long answer
 
@@ -159,9 +166,12 @@ class OllamaProvider(BundledProvider, ReplyBounds):
                       missing_model_fix=f"run `ollama pull {request.model}` on the Ollama "
                                         "host, or choose a model it has",
                       unreachable_fix=" and that `ollama serve` is running")
+        import httpx2
+
         timeout = httpx2.Timeout(self.timeout, connect=10.0)
         hooks = bounded_hooks(self)  # every body is read within max_line and max_reply
-        async with httpx2.AsyncClient(timeout=timeout, event_hooks=hooks) as client, \
+        async with httpx2.AsyncClient(timeout=timeout, event_hooks=hooks, verify=tls()) \
+                as client, \
                 within_deadline(ep, self.deadline):
             for attempt in range(self.max_retries + 1):
                 last = attempt == self.max_retries
@@ -188,6 +198,8 @@ class OllamaProvider(BundledProvider, ReplyBounds):
 async def _read(response: httpx2.Response, ep: Endpoint,
                 on_text: Callable[[str], None] | None, first_call: int) -> Reply:
     """Read the NDJSON stream of one reply."""
+    import httpx2
+
     text: list[str] = []
     calls: list[ToolCall] = []
     final: dict[str, Any] | None = None

@@ -5,6 +5,11 @@ each tool result goes out as a ``tool`` message with its text (plus a line sayin
 images follow), and the images of all tool results of a turn follow in one ``user`` message
 right after the last ``tool`` message, introduced by a line naming the call each image came
 from. ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are read by the SDK.
+
+The API caches prompt prefixes by itself: a request keeps one order (system, tools, the
+history as it was), so a new request starts with the bytes of the one before. A ``Reply``'s
+``input_tokens`` is ``prompt_tokens`` (cached ones included) and ``cache_read_tokens`` is
+``prompt_tokens_details.cached_tokens`` when the server gives it.
 """
 
 from __future__ import annotations
@@ -12,10 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
-
-import httpx2
-import openai
+from typing import TYPE_CHECKING, Any
 
 from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.providers.base import (
@@ -26,6 +28,7 @@ from silica.providers.base import (
     RequestToolResult,
     tool_arguments,
 )
+from silica.providers.clients import environment, per_loop, shared
 from silica.providers.errors import (
     Endpoint,
     ReplyBounds,
@@ -41,6 +44,9 @@ from silica.providers.errors import (
     within_deadline,
 )
 from silica.providers.models import BundledProvider, stop_reason
+
+if TYPE_CHECKING:  # the SDK is imported by the first request (or ahead: ``warm``)
+    import openai
 
 KEY_VAR = "OPENAI_API_KEY"
 URL_VAR = "OPENAI_BASE_URL"
@@ -130,20 +136,18 @@ class OpenAIProvider(BundledProvider, ReplyBounds):
     ``max_reply`` bound the whole reply (``ReplyBounds``)."""
 
     name = "openai"
+    sdk = ("openai",)
 
     def client(self) -> openai.AsyncOpenAI:
-        """A new SDK client; ``ProviderError`` when no key is configured."""
-        try:
-            # the SDK's own HTTP client and defaults, with every body read within the bounds
-            http = openai.DefaultAsyncHttpxClient(event_hooks=bounded_hooks(self))
-            return openai.AsyncOpenAI(**self.sdk_options(), http_client=http)
-        except openai.OpenAIError as exc:
-            raise ProviderError(
-                f"no OpenAI API key: set {KEY_VAR} (for a local compatible server that needs "
-                f"no key, any value will do, with {URL_VAR} pointing at it).") from exc
+        """The process's SDK client for this environment and these knobs (one per provider:
+        ``silica.providers.clients``); ``ProviderError`` when no key is configured."""
+        return sdk_client(self)
 
     async def complete(self, request: Request,
                        on_text: Callable[[str], None] | None = None) -> Reply:
+        import httpx2
+        import openai
+
         request = self.for_model(request)
         params = to_openai(request)
         client = self.client()
@@ -196,7 +200,30 @@ class OpenAIProvider(BundledProvider, ReplyBounds):
         tool_calls = [ToolCall(id=slot["id"] or f"call_{i}", name=slot["name"],
                                arguments=tool_arguments(slot["arguments"]))
                       for i, slot in sorted(calls.items())]
+        details = getattr(usage, "prompt_tokens_details", None)  # prompt_tokens counts all
         return Reply(text="".join(text), tool_calls=tool_calls,
                      stop_reason=stop_reason(finish, bool(tool_calls)),
                      input_tokens=getattr(usage, "prompt_tokens", None),
-                     output_tokens=getattr(usage, "completion_tokens", None))
+                     output_tokens=getattr(usage, "completion_tokens", None),
+                     cache_read_tokens=getattr(details, "cached_tokens", None))
+
+
+def sdk_client(provider: Any) -> openai.AsyncOpenAI:
+    """The process's ``openai`` client for ``provider`` (chat completions or Responses):
+    one per provider name, environment (``OPENAI_*``) and knobs, with the SDK's own HTTP
+    client and defaults and every body read within the provider's bounds; ``ProviderError``
+    when no key is configured."""
+    import openai
+
+    def make() -> openai.AsyncOpenAI:
+        http = per_loop(openai.DefaultAsyncHttpxClient, event_hooks=bounded_hooks(provider))
+        return openai.AsyncOpenAI(**provider.sdk_options(), http_client=http)
+
+    key = (provider.name, environment("OPENAI_"), tuple(provider.sdk_options().items()),
+           provider.max_line, provider.max_reply)
+    try:
+        return shared(key, make)
+    except openai.OpenAIError as exc:
+        raise ProviderError(
+            f"no OpenAI API key: set {KEY_VAR} (for a local compatible server that needs "
+            f"no key, any value will do, with {URL_VAR} pointing at it).") from exc

@@ -1,8 +1,14 @@
-"""Find a provider by name among those the plugins register (``silica_providers``)."""
+"""Find a provider by name among those the plugins register (``silica_providers``).
+
+Every provider ``get_provider`` returns finds out by itself which models take no images
+(``silica.providers.vision``), so each caller (``ask``, ``chat``, ``serve``, a library user)
+gets that without doing anything.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pluggy
 
@@ -27,9 +33,13 @@ def provider_factories(pm: pluggy.PluginManager | None = None) -> dict[str, Fact
     return factories
 
 
-def get_provider(name: str, settings: Settings,
-                 pm: pluggy.PluginManager | None = None) -> Provider:
-    """The provider ``name`` (case-insensitive) built for ``settings``.
+def get_provider(name: str, settings: Settings, pm: pluggy.PluginManager | None = None, *,
+                 home: Path | None = None,
+                 notice: Callable[[str], None] | None = None) -> Provider:
+    """The provider ``name`` (case-insensitive) built for ``settings``, with vision
+    detection installed (``silica.providers.vision.install``): a model found to take no
+    images is remembered under ``home`` (default: silica's home), and ``notice`` (default: a
+    warning on the ``silica.providers`` logger) tells the user once.
 
     Raises ``ProviderError`` listing the known providers when no plugin registers ``name``.
     """
@@ -39,4 +49,6 @@ def get_provider(name: str, settings: Settings,
         known = ", ".join(sorted(factories)) or "none"
         raise ProviderError(f"unknown provider {name!r}; known providers: {known} "
                             "(set --provider, SILICA_PROVIDER or provider in config.toml)")
-    return factory(settings)
+    from silica.providers.vision import install  # the models table: only once one is used
+
+    return install(factory(settings), settings, home=home, notice=notice)

@@ -34,7 +34,10 @@ left" with ``x-should-retry: false`` (the SDKs do not retry it); an unknown path
 
 Replies (join with ``+``; each is a frozen ``Reply``):
 
-* ``text(s, chunks=None, stop_reason=None, usage=(12, 7))``: text, streamed in word pieces.
+* ``text(s, chunks=None, stop_reason=None, usage=(12, 7), cache=(0, 0))``: text, streamed
+  in word pieces; ``cache``: prompt tokens read from / written to the cache (Anthropic's
+  ``cache_read_input_tokens`` / ``cache_creation_input_tokens``, OpenAI's
+  ``prompt_tokens_details.cached_tokens`` within ``prompt_tokens``).
 * ``tool_call(name, arguments=None, id=None, raw_arguments=None)``: a tool call; ids default
   to ``toolu_wire_<n>_<i>`` / ``call_wire_<n>_<i>``; ``raw_arguments`` sends that text as the
   arguments (invalid JSON, say).

@@ -23,9 +23,13 @@ def _finish(reply: Reply) -> str:
     return reply.stop_reason or ("tool_calls" if reply.tool_calls else "stop")
 
 
-def _usage(reply: Reply) -> dict[str, int]:
-    return {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
-            "total_tokens": sum(reply.usage)}
+def _usage(reply: Reply) -> dict[str, Any]:
+    prompt = reply.usage[0] + sum(reply.cache)  # OpenAI counts cached tokens in the prompt
+    usage = {"prompt_tokens": prompt, "completion_tokens": reply.usage[1],
+             "total_tokens": prompt + reply.usage[1]}
+    if any(reply.cache):
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cache[0]}
+    return usage
 
 
 def _call_id(call, n: int, i: int) -> str:

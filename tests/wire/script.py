@@ -27,6 +27,7 @@ class Reply:
     tool_calls: tuple[ScriptedCall, ...] = ()
     stop_reason: str | None = None  # None: the protocol's own for text / tool calls
     usage: tuple[int, int] = (12, 7)  # input tokens, output tokens
+    cache: tuple[int, int] = (0, 0)  # input tokens read from / written to the prompt cache
     status: int = 200
     message: str = ""  # the API's error message when status is not 200
     headers: tuple[tuple[str, str], ...] = ()
@@ -53,10 +54,12 @@ def pieces(s: str) -> tuple[str, ...]:
 
 
 def text(s: str, *, chunks: list[str] | None = None, stop_reason: str | None = None,
-         usage: tuple[int, int] = (12, 7)) -> Reply:
-    """The model answers ``s``, streamed in word pieces (or exactly ``chunks``)."""
+         usage: tuple[int, int] = (12, 7), cache: tuple[int, int] = (0, 0)) -> Reply:
+    """The model answers ``s``, streamed in word pieces (or exactly ``chunks``). ``usage``:
+    input tokens not cached, output tokens; ``cache``: tokens read from / written to the
+    prompt cache (each protocol reports them its own way)."""
     return Reply(text=tuple(chunks) if chunks is not None else pieces(s),
-                 stop_reason=stop_reason, usage=usage)
+                 stop_reason=stop_reason, usage=usage, cache=cache)
 
 
 def tool_call(name: str, arguments: dict[str, Any] | None = None, id: str | None = None, *,
@@ -112,3 +115,4 @@ class Received:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any
+    raw: bytes = b""  # the body's bytes exactly as sent

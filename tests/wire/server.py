@@ -37,6 +37,8 @@ class Wire:
 
 
 Render = Callable[[Reply, Any, int], Wire]
+Route = Callable[[Received], Wire | None]
+"""Asked before the script: a ``Wire`` answers the request (no scripted reply is used)."""
 
 
 class WireServer:
@@ -53,6 +55,7 @@ class WireServer:
         self.env: dict[str, str] = {}
         self._render = render
         self._paths = paths
+        self.routes: list[Route] = []  # asked in order before the script (the Files API)
         self._lock = threading.Lock()
         self._exhausted = exhausted or (lambda n: error(
             500, f"wire server: the script has no reply left for request {n}",
@@ -78,6 +81,10 @@ class WireServer:
         with self._lock:
             self.received.append(received)
             n = len(self.received)
+            for route in self.routes if n <= MAX_REQUESTS else ():
+                wire = route(received)
+                if wire is not None:
+                    return wire
             reply = self.script.pop(0) if self.script else self._exhausted(n)
         if n > MAX_REQUESTS:
             reply = self._exhausted(n)
@@ -106,7 +113,7 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             headers = {k.lower(): v for k, v in self.headers.items()}
-            wire = server._next(Received(self.command, self.path, headers, body))
+            wire = server._next(Received(self.command, self.path, headers, body, raw))
             self.close_connection = True
             if wire.drop_after == 0:
                 return  # close without a word
@@ -139,7 +146,7 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(b"".join(sent))
             self.wfile.flush()
 
-        do_GET = do_POST
+        do_GET = do_DELETE = do_POST
 
     return Handler
 
