@@ -1,6 +1,23 @@
-"""Benchmark the agent's image handling: request size with aging, conversation state, rebuild time.
+"""Benchmark the agent's image handling: prompt caching, request size with aging, state, rebuild.
 
-    python benchmarks/bench_agent.py [--turns 10] [--per-turn 3] [--repeat 5] [--strict] [--keep]
+    python benchmarks/bench_agent.py [--turns 10] [--per-turn 3] [--repeat 5]
+                                     [--chat-turns 12] [--strict] [--keep]
+
+0. A chat of ``--chat-turns`` turns through the real agent (``Agent.send``), the real
+   ``anthropic`` SDK and a local server speaking the Messages API (``tests/wire``). Each turn
+   the person attaches a different detailed 1600x1000 screenshot (a crop of the desktop
+   below) and the scripted model answers. On the request bodies exactly as the server
+   received them: the median, over each request and the one before it, of the bytes they
+   share from the start as a fraction of the earlier request (what a prompt cache can
+   reuse); the last request's bytes against all the screenshots at full size (the base64
+   of each as ``prepare_image`` fits it for Anthropic, added up); and the ``cache_control``
+   breakpoints of the last request (present, at most 4).
+   The same chat again with ``[anthropic] files_api = true`` (the server speaks the Files API
+   too): the image bytes sent over all its turns (the upload requests' bodies, plus any image
+   still sent inline as base64) against the base64 of the same requests' images inline (each
+   file a request names counted as the base64 of the bytes uploaded for it: that request
+   with the Files API off); and, for scale, against every screenshot sent at full size in
+   every request (no aging).
 
 A session of ``--turns`` turns; in each, the person asks, the model calls a screenshot tool,
 and the tool returns ``--per-turn`` different 1920x1080 desktop-like PNGs (drawn with Pillow:
@@ -23,15 +40,23 @@ it exits 0 even when a target is missed, unless ``--strict`` is given.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import io
 import json
 import os
 import shlex
+import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import PIL
 from common import (
+    REPO,
     Row,
     bench_parser,
     console,
@@ -55,6 +80,11 @@ from silica.providers.base import ModelInfo, Request, RequestToolResult
 
 MB = 1_000_000
 AGING_TARGET = 0.15
+PREFIX_TARGET = 0.85
+LAST_TARGET = 0.15
+FILES_TARGET = 0.2
+MAX_BREAKPOINTS = 4
+CHAT_SIZE = (1600, 1000)
 STATE_TARGET = 1 * MB
 INFO = ModelInfo(vision=True, limits=ANTHROPIC)
 NO_AGING = AgingSettings(full_turns=1000)
@@ -123,6 +153,164 @@ def build(conversation: Conversation, store: ImageStore, aging: AgingSettings,
                          tools=[], cache=cache)
 
 
+# -- the cached chat -----------------------------------------------------------------------
+
+
+def chat_screenshot(seed: int) -> bytes:
+    """A detailed 1600x1000 PNG: the top-left of a desktop screenshot, pixel for pixel."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(screenshot_png(seed))) as img:
+        buf = io.BytesIO()
+        img.crop((0, 0, *CHAT_SIZE)).save(buf, "PNG")
+        return buf.getvalue()
+
+
+def shared_prefix(a: bytes, b: bytes) -> int:
+    """How many bytes ``a`` and ``b`` share from the start (a binary search on slices)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def breakpoints(body: dict) -> list[str]:
+    """Where a request body carries ``cache_control``: ``tools[i]``, ``system[i]``,
+    ``messages[i][j]``."""
+    found = [f"tools[{i}]" for i, t in enumerate(body.get("tools") or [])
+             if "cache_control" in t]
+    system = body.get("system")
+    if isinstance(system, list):
+        found += [f"system[{i}]" for i, b in enumerate(system) if "cache_control" in b]
+    for i, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        if isinstance(content, list):
+            found += [f"messages[{i}][{j}]" for j, b in enumerate(content)
+                      if isinstance(b, dict) and "cache_control" in b]
+    return found
+
+
+def run_chat(root: Path, turns: int) -> tuple[list[bytes], list[dict], int]:
+    """The chat through the agent and the SDK; the request bodies as the server received
+    them (raw and parsed) and the base64 bytes of the screenshots at full size."""
+    srv, full = chat_session(root, turns)
+    return [r.raw for r in srv.received], srv.requests, sum(full)
+
+
+def chat_session(root: Path, turns: int, *,
+                 files_api: bool = False) -> tuple[Any, list[int]]:
+    """The chat through the agent and the SDK (``[anthropic] files_api`` as given); the
+    local server when it is over (what it ``received``, its ``files``) and the base64 bytes
+    of each screenshot at full size."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from wire import anthropic_server, text
+
+    from silica.agent.loop import Agent
+    from silica.config import Settings
+
+    folder = root / ("chat-files" if files_api else "chat")
+    (folder / ".git").mkdir(parents=True)  # tool discovery stops here
+    paths, full = [], []
+    for turn in range(1, turns + 1):
+        data = chat_screenshot(100 + turn)
+        path = folder / f"screen-{turn:02d}.png"
+        path.write_bytes(data)
+        paths.append(path)
+        fitted = prepare_image(ImagePayload(data, "image/png", path.name), ANTHROPIC)
+        assert isinstance(fitted, ImageBlock), fitted
+        full.append(len(base64.b64encode(fitted.data)))
+    script = [text(f"Turn {t}: the chart changed and the terminal shows step {t}.")
+              for t in range(1, turns + 1)]
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        with anthropic_server(script) as srv:
+            os.environ.update(srv.env)
+            agent = Agent.start(Settings(provider="anthropic",
+                                         anthropic={"files_api": files_api}))
+            for turn, path in enumerate(paths, start=1):
+                asyncio.run(agent.send(f"Here is the screen now (turn {turn}). What changed?",
+                                       [path]))
+    finally:
+        os.chdir(cwd)
+    return srv, full
+
+
+def bench_chat(root: Path, turns: int) -> list[Row]:
+    raws, bodies, full = run_chat(root, turns)
+    ratios = [shared_prefix(a, b) / len(a) for a, b in zip(raws, raws[1:], strict=False)]
+    median = statistics.median(ratios)
+    last = len(raws[-1])
+    marks = breakpoints(bodies[-1])
+    shown = " ".join(f"{r:.3f}" for r in ratios)
+    return [
+        Row.judged(f"{turns}-turn chat, a 1600x1000 screenshot a turn (agent, SDK, wire "
+                   "server): bytes each request shares from the start with the one before, "
+                   "as a fraction of that one", f"per request: {shown}", median,
+                   f"median {median:.3f}", f"≥ {PREFIX_TARGET:.2f}", median >= PREFIX_TARGET),
+        Row.judged(f"the last of the {turns} requests vs the {turns} screenshots at full size "
+                   "(base64 as fitted for Anthropic)",
+                   f"{last / MB:.2f} MB vs {full / MB:.2f} MB", last / full,
+                   f"{last / full:.3f}×", f"≤ {LAST_TARGET:.2f}×", last / full <= LAST_TARGET),
+        Row.judged("cache_control breakpoints in the last request",
+                   ", ".join(marks) or "none", len(marks), f"{len(marks)}",
+                   f"1 to {MAX_BREAKPOINTS}", 1 <= len(marks) <= MAX_BREAKPOINTS),
+    ]
+
+
+def image_sources(body: Any) -> Iterator[dict]:
+    """The ``source`` of every image block in a request body."""
+    if isinstance(body, dict):
+        if body.get("type") == "image" and isinstance(body.get("source"), dict):
+            yield body["source"]
+        for value in body.values():
+            yield from image_sources(value)
+    elif isinstance(body, list):
+        for value in body:
+            yield from image_sources(value)
+
+
+def bench_files(root: Path, turns: int) -> Row:
+    srv, full = chat_session(root, turns, files_api=True)
+    uploaded = {u.file_id: len(u.data) for u in srv.files.uploads}
+    upload_bytes = sum(len(r.raw) for r in srv.received if r.path.split("?")[0] == "/v1/files")
+    inline = as_base64 = 0
+    for r in srv.received:
+        if r.path.split("?")[0] != "/v1/messages":
+            continue
+        for source in image_sources(r.body):
+            if source.get("type") == "file":
+                as_base64 += 4 * ((uploaded[source["file_id"]] + 2) // 3)
+            else:
+                inline += len(source.get("data", ""))
+                as_base64 += len(source.get("data", ""))
+    sent = upload_bytes + inline
+    # in the order the API caches a prompt (its JSON puts messages before system and tools,
+    # which are a large part of a request that carries no image bytes)
+    cached = [json.dumps([r.body.get(k) for k in ("tools", "system", "messages")]).encode()
+              for r in srv.received if r.path.split("?")[0] == "/v1/messages"]
+    prefix = statistics.median(shared_prefix(a, b) / len(a)
+                               for a, b in zip(cached, cached[1:], strict=False))
+    every_turn = sum(size * (turns - t) for t, size in enumerate(full))  # in requests t..n
+    ratio = sent / as_base64 if as_base64 else float("inf")
+    if not srv.files.uploads:
+        return Row(f"Files API: image bytes sent over {turns} turns vs base64",
+                   "no upload: the agent's requests name no session (Request.session_id)",
+                   "-", f"≤ {FILES_TARGET:.2f}×", "FAIL")
+    return Row.judged(
+        f"Files API: image bytes sent over {turns} turns vs base64 (the same chat, files_api "
+        "= true: uploads + any base64 left, vs those requests' images inline)",
+        f"{len(srv.files.uploads)} uploads, {sent / MB:.2f} MB vs {as_base64 / MB:.2f} MB; "
+        f"vs every screenshot at full size in every request ({every_turn / MB:.2f} MB): "
+        f"{sent / every_turn:.3f}×; prefix (tools, system, messages) shared with the request "
+        f"before: median {prefix:.3f}", ratio, f"{ratio:.3f}×", f"≤ {FILES_TARGET:.2f}×",
+        ratio <= FILES_TARGET)
+
+
 # -- measures -----------------------------------------------------------------------------
 
 
@@ -181,9 +369,12 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=10, help="turns in the session")
     parser.add_argument("--per-turn", type=int, default=3, help="screenshots per turn")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (median)")
+    parser.add_argument("--chat-turns", type=int, default=12,
+                        help="turns of the cached chat (one screenshot each)")
     opts = parser.parse_args()
     command = "python benchmarks/bench_agent.py " + shlex.join(
-        [f"--turns={opts.turns}", f"--per-turn={opts.per_turn}", f"--repeat={opts.repeat}"])
+        [f"--turns={opts.turns}", f"--per-turn={opts.per_turn}", f"--repeat={opts.repeat}",
+         f"--chat-turns={opts.chat_turns}"])
 
     started = time.perf_counter()
     rows: list[Row] = []
@@ -192,6 +383,11 @@ def main() -> int:
         console.print(f"silica agent benchmark: {opts.turns} turns x {opts.per_turn} "
                       f"screenshots, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
                       f"Pillow {PIL.__version__}", soft_wrap=True)
+        note(f"a {opts.chat_turns}-turn chat with a 1600x1000 screenshot a turn, through the "
+             "agent, the anthropic SDK and a local Messages API")
+        rows += bench_chat(root, opts.chat_turns)
+        note("the same chat with the Anthropic Files API (files_api = true)")
+        rows.append(bench_files(root, opts.chat_turns))
         total = opts.turns * opts.per_turn
         note(f"drawing and fitting {total} 1920x1080 screenshots")
         blocks = fitted_screenshots(total)

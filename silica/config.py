@@ -7,14 +7,18 @@
 
     [aging]
     full_turns = 1                  # turns whose images are sent at full size
-    lowres_turns = 3                # then this many turns at low resolution
+    lowres_turns = 4                # then this many turns at low resolution
     lowres_px = 512                 # long side of a low-resolution image
+    step_turns = 4                  # aging moves every 4 turns (1: every turn) ...
+    step_bytes = 2500000            # ... or when a request's images would pass this (base64)
+    lowres_lossy = true             # low-resolution copies may be JPEG or 256 colours
 
     [images]                        # override the provider's image limits
     target_long_side = 1568
     max_per_message = 10            # images a person may send at once (serve, ask)
     max_size_bytes = 10485760       # bytes of one sent image
     max_per_session = 100
+    lossy = false                   # true: fitting may pick JPEG or 256 colours when smaller
 
     [tools]
     timeout = 60
@@ -26,6 +30,20 @@
     [shell]                         # the agent's shell tool (off unless enabled)
     enabled = true
     allow = ["chafa *"]             # run without asking; others ask (chat) or are refused
+
+    [openai]
+    api = "responses"               # "chat" (chat completions, the default) or "responses"
+    image_detail = "high"           # Responses API: "auto", "low" or "high"
+
+    [anthropic]
+    files_api = true                # upload each image once per session (Files API, beta)
+
+    [agents.reviewer]               # a profile: `silica ask --agent reviewer`, "agent" in serve
+    provider = "openai"             # each key optional: unset ones come from above
+    model = "gpt-4.1"
+    vision = false                  # this agent gets a line of text in place of each image
+    system = "You review code. Be brief."
+    tools = ["read_file", "git_*"]  # names or patterns; others are neither offered nor run
 
     [serve]                         # silica serve (see docs/serve.md)
     allowed_workspaces = ["~/src"]  # default: the folder serve started in
@@ -107,6 +125,9 @@ class ImageOverrides(_Section):
     max_per_message: int = Field(default=10, gt=0, le=_MAX_COUNT)
     max_size_bytes: int = Field(default=10 * _MIB, gt=0, le=_GIB)
     max_per_session: int = Field(default=100, gt=0, le=100 * _MAX_COUNT)
+    # How images are fitted (``ImageLimits.lossy``). False: a lossless image is sent
+    # lossless unless nothing else fits the byte limit.
+    lossy: bool = False
 
     def apply(self, limits):
         changes = {k: v for k, v in self.model_dump(exclude=_UPLOAD_KEYS).items()
@@ -114,13 +135,25 @@ class ImageOverrides(_Section):
         return limits.replace(**changes) if changes else limits
 
 
+# Keys of [images] that are no field of ImageLimits: what a person may send.
 _UPLOAD_KEYS = {"max_per_message", "max_size_bytes", "max_per_session"}
 
 
 class AgingSettings(_Section):
+    """How old images are sent (see ``silica.agent.render``): full size, then low resolution,
+    then a line of text. Aging moves in steps, every ``step_turns`` turns (turn numbers that
+    are multiples of it), or at once when a request's images would pass ``step_bytes`` of
+    base64; in between, every image keeps its bytes, so requests share their prefix and a
+    prompt cache can reuse it. With the defaults an image is whole until the next step, at
+    low resolution until the one after (``lowres_turns`` = ``step_turns``), then text."""
+
     full_turns: int = Field(default=1, ge=1, le=_MAX_COUNT)
-    lowres_turns: int = Field(default=3, ge=0, le=_MAX_COUNT)
+    lowres_turns: int = Field(default=4, ge=0, le=_MAX_COUNT)
     lowres_px: int = Field(default=512, ge=64, le=4096)
+    step_turns: int = Field(default=4, ge=1, le=_MAX_COUNT)  # 1: images age every turn
+    step_bytes: int = Field(default=2_500_000, gt=0, le=_GIB)
+    # a low-resolution copy may change pixels (JPEG, 256 colours) when that is smaller
+    lowres_lossy: bool = True
 
 
 class ToolSettings(_Section):
@@ -230,6 +263,55 @@ class ShellSettings(_Section):
         return patterns
 
 
+class OpenAISettings(_Section):
+    """``provider = "openai"``: which OpenAI API to speak (``"responses"`` is the same as
+    ``provider = "openai-responses"``), and the ``detail`` of images sent to the Responses
+    API."""
+
+    api: Literal["chat", "responses"] = "chat"
+    image_detail: Literal["auto", "low", "high"] = "high"
+
+
+class AnthropicSettings(_Section):
+    """``provider = "anthropic"``: with ``files_api``, each image is uploaded once per session
+    to the Files API (beta) and requests name it by its file id instead of carrying its
+    base64 (see ``silica.providers.anthropic_files``)."""
+
+    files_api: bool = False
+
+
+class AgentProfile(_Section):
+    """One ``[agents.NAME]``: what an agent of that name uses in place of the top-level
+    ``provider``, ``model``, ``vision`` and ``system`` (each optional), and ``tools``, the
+    names or fnmatch patterns of the tools it may use (unset: every tool; ``[]``: none).
+    Applied by ``silica.agent.profiles``."""
+
+    provider: str | None = Field(default=None, min_length=1, max_length=100)
+    model: str | None = None
+    vision: bool | None = None
+    system: str | None = None
+    tools: list[str] | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model_name(cls, model: str | None) -> str | None:
+        if model is not None and not re.fullmatch(r"[\x21-\x7e]{1,200}", model):
+            raise ValueError("a model name is 1-200 printable characters without spaces, "
+                             'e.g. "claude-sonnet-4-5"')
+        return model
+
+    @field_validator("tools")
+    @classmethod
+    def _patterns(cls, patterns: list[str] | None) -> list[str] | None:
+        if patterns is not None and any(not p.strip() for p in patterns):
+            raise ValueError('an empty name allows no tool; write a tool name or a pattern '
+                             'such as "git_*"')
+        return patterns
+
+
+_AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
 class ServeSettings(_Section):
     """``silica serve``: where it listens, who may reach it, what it may fetch."""
 
@@ -262,6 +344,18 @@ class Settings(_Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    agents: dict[str, AgentProfile] = Field(default_factory=dict)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentProfile]) -> dict[str, AgentProfile]:
+        bad = [name for name in agents if not _AGENT_NAME.match(name)]
+        if bad:
+            raise ValueError(f"{bad[0][:80]!r} is not an agent name (1-64 letters, digits, "
+                             "'_', '.' or '-', starting with a letter or digit)")
+        return agents
 
 
 _ENV = {

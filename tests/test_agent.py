@@ -202,7 +202,7 @@ def test_images_age_across_turns(monkeypatch, picture_tool):
     with anthropic_server(script) as srv:
         srv.use(monkeypatch)
         agent = Agent.start(settings("anthropic", aging=AgingSettings(
-            full_turns=1, lowres_turns=2, lowres_px=512)))
+            full_turns=1, lowres_turns=2, lowres_px=512, step_turns=1)))
         for i in range(turns):
             run(agent, f"turn {i}")
     last = srv.requests[-1]

@@ -2,6 +2,8 @@
 
 Images age (full size, then low resolution, then a line of text), the many-images rule is
 applied to the request as built, and nothing in the store can make a bad image reach it.
+Most tests here age images every turn (``step_turns=1``); aging in steps, and what it does
+for prompt caching, is tested in test_cache_aging.py.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from silica.images.store import ImageStore
 from silica.providers.base import ModelInfo, Request, RequestToolResult
 
 VISION = ModelInfo(vision=True, limits=ANTHROPIC)
+EVERY_TURN = AgingSettings(lowres_turns=3, step_turns=1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -78,7 +81,7 @@ def tool_turn(conversation: Conversation, store: ImageStore, blocks: list[ImageB
 
 def build(conversation, store, info=VISION, aging=None, cache=None) -> Request:
     return build_request(conversation, store, model="m", info=info,
-                         aging=aging or AgingSettings(), tools=[],
+                         aging=aging or EVERY_TURN, tools=[],
                          cache=FitCache() if cache is None else cache)
 
 
@@ -127,20 +130,23 @@ def test_a_low_resolution_screenshot_is_cheap_and_a_small_image_is_kept(store):
     full, _ = request_images(build(conversation, store))
     assert full.media_type == "image/png"  # full size keeps the tool's PNG
     conversation.add("user", [TextBlock(text="next")], new_turn=True)
-    screenshot, small = request_images(build(conversation, store))
-    assert screenshot.media_type == "image/jpeg" and screenshot.width == 512
+    lossless = AgingSettings(lowres_turns=3, step_turns=1, lowres_lossy=False)
+    screenshot, small = request_images(build(conversation, store, aging=lossless))
+    assert screenshot.media_type == "image/jpeg" and screenshot.width == 512  # PNG: too big
     assert len(base64.b64encode(screenshot.data)) <= 64 * 1024
     assert small.data == png(200, 100)  # under the budget: sent byte for byte
+    lossy, _ = request_images(build(conversation, store))  # lowres_lossy, the default
+    assert lossy.width == 512 and len(base64.b64encode(lossy.data)) <= 64 * 1024
 
 
 def test_aging_settings_are_followed(store):
     conversation = Conversation(id="s1")
     tool_turn(conversation, store, [image(1200, 600)])
     tool_turn(conversation, store, [image(1200, 600, shade=9)])
-    aging = AgingSettings(full_turns=2, lowres_turns=0)
+    aging = AgingSettings(full_turns=2, lowres_turns=0, step_turns=1)
     assert all(isinstance(b, ImageBlock) and b.width == 1200
                for b in request_images(build(conversation, store, aging=aging)))
-    aging = AgingSettings(full_turns=1, lowres_turns=1, lowres_px=100)
+    aging = AgingSettings(full_turns=1, lowres_turns=1, lowres_px=100, step_turns=1)
     old, new = request_images(build(conversation, store, aging=aging))
     assert (old.width, old.height) == (100, 50) and new.width == 1200
 
@@ -197,7 +203,8 @@ def test_twenty_one_images_with_the_anthropic_preset_fit(store):
     conversation = Conversation(id="s1")
     tool_turn(conversation, store, [image(2100, 900, shade=i) for i in range(11)])
     tool_turn(conversation, store, [image(2100, 900, shade=20 + i) for i in range(10)])
-    shown = request_images(build(conversation, store, aging=AgingSettings(full_turns=2)))
+    shown = request_images(build(conversation, store,
+                                 aging=AgingSettings(full_turns=2, step_turns=1)))
     assert len(shown) == 21
     for b in shown:
         assert_sendable(b, ANTHROPIC, many=True)
@@ -209,7 +216,7 @@ def test_past_max_images_per_request_the_oldest_become_text(store):
     tool_turn(conversation, store, [image(100, 80, shade=i) for i in range(2)])
     tool_turn(conversation, store, [image(100, 80, shade=10 + i) for i in range(3)])
     shown = request_images(build(conversation, store, info=info,
-                                 aging=AgingSettings(full_turns=5)))
+                                 aging=AgingSettings(full_turns=5, step_turns=1)))
     assert [type(b) for b in shown] == [TextBlock, TextBlock, ImageBlock, ImageBlock, ImageBlock]
     assert shown[0].text == "[Earlier image: screenshot 0, 100x80]"
 
@@ -285,9 +292,10 @@ def conversations(draw):
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(conversations(), st.sampled_from(LIMITS), st.integers(1, 3), st.integers(0, 3),
-       st.sampled_from([64, 128, 512]), st.booleans())
+       st.sampled_from([64, 128, 512]), st.booleans(), st.integers(1, 5),
+       st.sampled_from([1, 50_000, 3_000_000]))
 def test_every_built_request_holds_only_sendable_images(tmp_path, drawn, limits, full, lowres,
-                                                          px, vision):
+                                                          px, vision, step, budget):
     turns, idle = drawn
     store = ImageStore(tmp_path / "images", "h")
     conversation = Conversation(id="h")
@@ -298,7 +306,8 @@ def test_every_built_request_holds_only_sendable_images(tmp_path, drawn, limits,
         conversation.add("user", [TextBlock(text="more")], new_turn=True)
     info = ModelInfo(vision=vision, limits=limits)
     request = build(conversation, store, info=info,
-                    aging=AgingSettings(full_turns=full, lowres_turns=lowres, lowres_px=px))
+                    aging=AgingSettings(full_turns=full, lowres_turns=lowres, lowres_px=px,
+                                        step_turns=step, step_bytes=budget))
     shown = request_images(request)
     assert len(shown) == sum(len(s) for s in turns)
     sent = [b for b in shown if isinstance(b, ImageBlock)]

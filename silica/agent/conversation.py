@@ -57,6 +57,7 @@ class Conversation(BaseModel):
     updated: datetime = Field(default_factory=_now)
     provider: str = ""
     model: str = ""
+    agent: str = ""  # the profile (``[agents.NAME]``) the session runs as; "": none
     system: str = ""
     messages: list[Message] = Field(default_factory=list)
 

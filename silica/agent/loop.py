@@ -3,9 +3,24 @@
     agent = Agent.start(settings)              # or Agent.resume(session_id, settings)
     answer = await agent.send("plot 3,1,4 and describe it", images=[Path("shot.png")])
 
+An agent may run as a profile (``Agent.start(settings, agent="reviewer")``, ``[agents.NAME]``
+in config.toml; see ``silica.agent.profiles``): its provider, model, vision and system prompt,
+and only the tools it allows are offered (a call to another is refused). The session keeps
+the profile's name, and ``resume`` applies it again.
+
+Nothing here imports a provider's SDK: the first ``send`` starts its import in a thread
+(``silica.providers.clients.warm_up``) while the tools are found, and the first request
+waits for it.
+
 Every tool call the model makes in one reply runs at once. Each step is saved, so a session
 survives a provider error or Ctrl-C: an interrupted turn leaves every tool call answered
 (with an error result saying it was interrupted), and the history stays valid to resume.
+
+A session runs one turn at a time wherever it is used (``silica.agent.turnlock``): ``send``
+holds the session's turn lock, and raises ``SessionBusy`` when a turn of the session runs
+elsewhere (``resume`` raises it too, rather than open a session that is busy). A turn saved by
+someone else since this agent last saved or loaded the session (a ``silica chat`` and
+``silica serve`` taking turns) is read back first, so no turn overwrites another.
 
 Every tool call is answered whatever fails on the way: a tool that crashes inside silica, an
 image the store cannot write (it becomes a notice saying why), a flood of output (the model
@@ -22,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
+from silica.agent.profiles import ToolRule, find_profile, settings_for, tool_rule
 from silica.agent.render import build_request
 from silica.agent.results import Kept, keep_result
 from silica.agent.sessions import (
@@ -30,8 +46,10 @@ from silica.agent.sessions import (
     new_session_id,
     save_session,
     session_folder,
+    session_path,
 )
-from silica.blocks import ImageBlock, TextBlock, ToolCall, ToolResult
+from silica.agent.turnlock import SessionBusy, TurnLock, busy, busy_message
+from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolCall, ToolResult
 from silica.config import Settings
 from silica.errors import SilicaError
 from silica.images.payload import ImagePayload
@@ -39,6 +57,7 @@ from silica.images.store import ImageStore, check_root, cleanup
 from silica.paths import silica_home
 from silica.plugins import get_plugin_manager
 from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
+from silica.providers.clients import warm_up
 from silica.providers.registry import get_provider
 from silica.tools.toolbox import Toolbox
 
@@ -81,49 +100,81 @@ class Agent:
     started_here: bool = False  # a new session (start), not a resumed one
     usage: Usage = field(default_factory=Usage)  # of the latest turn, every request added up
     last_reply: Reply | None = None  # the model's latest reply (its stop_reason)
+    turn_lock: TurnLock | None = None  # the session's; made by ``_make``
+    tool_rule: ToolRule = field(default_factory=ToolRule)  # the tools its profile allows
+    _on_disk: tuple[int, int, int] | None = None  # the session file as last saved or loaded
+    _warmed: bool = False  # the provider's SDK import was started (``send``)
 
     # -- construction -------------------------------------------------------------------
 
     @classmethod
-    def start(cls, settings: Settings, *, toolbox: Toolbox | None = None,
-              home: Path | None = None, events: AgentEvents | None = None) -> Agent:
-        """A new session with the configured provider and model. Image folders of sessions
-        untouched for ``store.keep_days`` are removed first."""
-        provider = get_provider(settings.provider, settings)
+    def start(cls, settings: Settings, *, agent: str | None = None,
+              provider: str | None = None, model: str | None = None,
+              toolbox: Toolbox | None = None, home: Path | None = None,
+              events: AgentEvents | None = None, workdir: Path | None = None) -> Agent:
+        """A new session with the configured provider and model, or those of profile
+        ``agent`` (``[agents.NAME]``, remembered with the session; ``UnknownAgent`` if
+        config.toml does not define it), or ``provider`` and ``model`` if given (see
+        ``silica.agent.profiles``). Image folders of sessions untouched for
+        ``store.keep_days`` are removed first. ``workdir`` is where tools run (default: the
+        current directory), unless a ``toolbox`` is given."""
+        settings = settings_for(settings, agent, provider=provider, model=model)
+        chosen = get_provider(settings.provider, settings)
         cleanup(Path(home or silica_home()) / "images", settings.store.keep_days)
-        model = settings.model or _default_model(provider)
+        model = settings.model or _default_model(chosen)
         conversation = Conversation(id=new_session_id(), provider=settings.provider,
-                                    model=model, system=settings.system or DEFAULT_SYSTEM)
-        agent = cls._make(settings, provider, model, conversation, toolbox, home, events)
-        agent.started_here = True
-        return agent
+                                    model=model, agent=agent or "",
+                                    system=settings.system or DEFAULT_SYSTEM)
+        made = cls._make(settings, chosen, model, conversation, toolbox, home, events, workdir)
+        made.started_here = True
+        return made
 
     @classmethod
-    def resume(cls, session_id: str, settings: Settings, *, provider: str | None = None,
-               model: str | None = None, toolbox: Toolbox | None = None,
-               home: Path | None = None, events: AgentEvents | None = None) -> Agent:
+    def resume(cls, session_id: str, settings: Settings, *, agent: str | None = None,
+               provider: str | None = None, model: str | None = None,
+               toolbox: Toolbox | None = None, home: Path | None = None,
+               events: AgentEvents | None = None, workdir: Path | None = None) -> Agent:
         """A saved session, with the session's provider and model unless ``provider`` or
-        ``model`` name others."""
+        ``model`` name others; ``workdir`` as for ``start``. The session's profile applies
+        again (``UnknownAgent`` if config.toml no longer defines it); ``agent`` names
+        another, whose provider, model and system prompt it takes. ``SessionBusy`` if a turn
+        of the session runs now."""
         home = home or silica_home()
+        if busy(session_id, home):
+            raise SessionBusy(busy_message(session_id))
         conversation = load_session(session_id, home)
+        profile_name = agent or conversation.agent
+        switching = bool(agent) and agent != conversation.agent
+        if profile_name:
+            profile = find_profile(settings, profile_name,
+                                   session=None if agent else session_id)
+            if switching:
+                provider, model = provider or profile.provider, model or profile.model
+            settings = settings_for(settings, profile_name)
+        if switching:
+            conversation.agent = profile_name
+            conversation.system = settings.system or DEFAULT_SYSTEM
         name = provider or conversation.provider or settings.provider
         same = name == conversation.provider
         chosen = get_provider(name, settings)
         model = model or (conversation.model if same else None) or settings.model or \
             _default_model(chosen)
         conversation.provider, conversation.model = name, model
-        agent = cls._make(settings, chosen, model, conversation, toolbox, home, events)
-        agent.saved = True
-        return agent
+        made = cls._make(settings, chosen, model, conversation, toolbox, home, events, workdir)
+        made.saved = not switching  # a new profile is saved with the next turn
+        made._on_disk = _stat(session_path(session_id, home))
+        return made
 
     @classmethod
-    def _make(cls, settings, provider, model, conversation, toolbox, home, events) -> Agent:
+    def _make(cls, settings, provider, model, conversation, toolbox, home, events,
+              workdir=None) -> Agent:
         home = home or silica_home()
         info = provider.model_info(model)
-        toolbox = toolbox or Toolbox(settings=settings, image_limits=info.limits)
+        toolbox = toolbox or Toolbox(cwd=workdir, settings=settings, image_limits=info.limits)
         store = ImageStore(check_root(home / "images"), conversation.id, settings.store)
         return cls(settings, provider, model, conversation, toolbox, store, home,
-                   events or AgentEvents())
+                   events or AgentEvents(), turn_lock=TurnLock(conversation.id, home),
+                   tool_rule=tool_rule(settings, conversation.agent))
 
     @property
     def info(self) -> ModelInfo:
@@ -131,24 +182,54 @@ class Agent:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def send(self, text: str, images: Sequence[Path | ImageBlock] = ()) -> str:
+    async def send(self, text: str,
+                   images: Sequence[Path | ImageBlock | ImageRefBlock] = ()) -> str:
         """Send a person's message; run model and tools until the model answers.
 
-        ``images`` are files to read and check, or ``ImageBlock``s already checked and
-        fitted (an upload, a fetched URL). ``usage`` holds what the turn cost when it ends.
+        ``images`` are files to read and check, ``ImageBlock``s already checked and fitted
+        (an upload, a fetched URL), or ``ImageRefBlock``s already in this session's
+        ``store``. ``usage`` holds what the turn cost when it ends. The session's turn lock
+        is held until this returns.
 
         Returns the model's final text. Raises ``ProviderError`` (the session is saved up to
         the failed request), ``TurnLimitReached``, ``SessionError`` when the session cannot
-        be saved (the conversation in memory stays valid), or ``SilicaError`` for an unusable
-        image or a ``max_turns`` under 1 (then nothing is sent or saved).
+        be saved (the conversation in memory stays valid), ``SessionBusy`` when a turn of
+        the session runs elsewhere, or ``SilicaError`` for an unusable image or a
+        ``max_turns`` under 1 (for these three, nothing is sent or saved).
         """
         if self.settings.max_turns < 1:  # model_copy skips validation: check it here
             raise SilicaError(f"max_turns must be 1 or more, not {self.settings.max_turns}")
+        if not self._warmed:  # the SDK is imported in a thread while the tools are found
+            self._warmed = True
+            warm_up(self.provider)
+        if self.turn_lock is None:
+            self.turn_lock = TurnLock(self.conversation.id, self.home)
+        with self.turn_lock:
+            self.catch_up()
+            return await self._send(text, images)
+
+    def catch_up(self) -> None:
+        """Read the session back if someone else saved a turn of it since this agent last
+        saved or loaded it (the file is replaced on each save: a new inode, a new time)."""
+        if self._on_disk is None:
+            return
+        path = session_path(self.conversation.id, self.home)
+        now = _stat(path)
+        if now is None or now == self._on_disk:
+            return  # unchanged, or removed (the next save writes it again)
+        conversation = load_session(self.conversation.id, self.home)
+        conversation.provider = self.conversation.provider
+        conversation.model = self.conversation.model
+        conversation.agent = self.conversation.agent  # this agent's profile, and its prompt
+        conversation.system = self.conversation.system
+        self.conversation, self._on_disk, self.saved = conversation, now, True
+
+    async def _send(self, text: str, images: Sequence[Path | ImageBlock | ImageRefBlock]) -> str:
         if answer_every_call(self.conversation):  # a turn that failed half-way
             self.saved = False
         content: list = [TextBlock(text=text)] if text else []
-        content.extend(image if isinstance(image, ImageBlock) else self._user_image(image)
-                       for image in images)
+        content.extend(image if isinstance(image, ImageBlock | ImageRefBlock)
+                       else self._user_image(image) for image in images)
         self.usage, self.last_reply = Usage(), None
         await self.toolbox.adiscover()  # once per Toolbox; later requests reuse it
         self.conversation.add("user", self.store.put_message(content), new_turn=True)
@@ -169,7 +250,8 @@ class Agent:
     def _request(self) -> Request:
         request = build_request(self.conversation, self.store, model=self.model,
                                 info=self.info, aging=self.settings.aging,
-                                tools=self.toolbox.specs(), system=self.conversation.system,
+                                tools=self.tool_rule.offered(self.toolbox.specs()),
+                                system=self.conversation.system,
                                 max_tokens=self.settings.max_tokens)
         return request.model_copy(update={"messages": _merge_same_role(request.messages)})
 
@@ -189,6 +271,8 @@ class Agent:
         try:
             if self.events.on_tool_call:
                 self.events.on_tool_call(call)
+            if not self.tool_rule.allows(call.name):  # never offered: refused, not run
+                return ToolResult.error(self.tool_rule.refusal(call.name))
             return await self.toolbox.acall(call.name, call.arguments)
         except Exception as exc:  # a bug must not leave the call unanswered
             return ToolResult.error(f"[the tool call failed inside silica: "
@@ -239,6 +323,7 @@ class Agent:
         self.saved = False
         path = save_session(self.conversation, self.home)
         self.saved = True
+        self._on_disk = _stat(path)
         return path
 
     def _save(self) -> None:
@@ -260,6 +345,15 @@ def _default_model(provider: Provider) -> str:
     from silica.providers.models import DEFAULT_MODELS
 
     return DEFAULT_MODELS.get(provider.name, "")
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from the next: inode, time and size."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _finished_or_interrupted(task: asyncio.Future) -> ToolResult:

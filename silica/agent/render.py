@@ -1,12 +1,24 @@
 """Turn a conversation (images held as refs) into a provider-neutral ``Request``.
 
 ``build_request`` is called before every model call. It resolves each ``ImageRefBlock`` by
-*aging*: with ``age = conversation.turn - message.turn``,
+*aging*: with ``age = clock - message.turn``,
 
-- ``age < aging.full_turns``: the image at full size (fitted to ``info.limits``);
+- ``age < aging.full_turns`` (an image newer than the clock too): the image at full size
+  (fitted to ``info.limits``);
 - ``age < aging.full_turns + aging.lowres_turns``: at low resolution (long side at most
-  ``aging.lowres_px``);
+  ``aging.lowres_px``; in a lossy form, JPEG or 256 colours, where smaller, unless
+  ``aging.lowres_lossy`` is false);
 - older: the text ``[Earlier image: <alt>, <W>x<H>]``.
+
+Aging moves in *steps* so that consecutive requests share a long identical prefix, which a
+provider's prompt cache can reuse. The ``clock`` is the turn of the latest step: a step is
+due at every turn that is a multiple of ``aging.step_turns``, and at any other turn whose
+request would hold more than ``aging.step_bytes`` of image base64 with the clock as it was
+(estimated: an image's stored size at full size, at most the low-resolution budget at low
+resolution). Between steps no image changes: each keeps the same bytes, request after
+request, and only new images (at full size) are added. With ``step_turns = 1`` images age
+every turn. The clock is worked out from the conversation alone (``aging_clock``), so a
+resumed session ages exactly as it would have.
 
 A model without vision gets ``[Image: <alt>, <W>x<H>, <media type>]`` for every image, and
 so does an image in an assistant message (providers take images from the user side only).
@@ -25,12 +37,15 @@ and fits ``info.limits``; an image missing from the store, changed on disk, or f
 check becomes a ``[image dropped: ...]`` notice. No base64 is made here.
 
 Fitted images are cached in memory (``FIT_CACHE``, a bounded LRU keyed by store folder, image
-id, limits and ``many``), so rebuilding the request each turn does not re-read or re-encode
-an image. A cached fit is used without reading the file again.
+id, limits, ``many`` and lossiness), so rebuilding the request each turn does not re-read or
+re-encode an image. A cached fit is used without reading the file again. Fitting is
+deterministic (the same stored image and limits give the same bytes), so an image re-fitted
+after the cache let it go, or in another process, is sent byte for byte as before.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
@@ -116,9 +131,9 @@ LOWRES_BASE64_PER_PIXEL = 0.25
 LOWRES_MIN_BASE64 = 16 * 1024
 """Byte budget of a low-resolution image: ``LOWRES_BASE64_PER_PIXEL`` base64 bytes per pixel
 of a ``lowres_px`` square (64 KiB at 512 px), and at least ``LOWRES_MIN_BASE64``. A
-screenshot over it is sent as JPEG instead of PNG (``prepare_image`` tries JPEG qualities
-before smaller sizes, and keeps PNG for transparent images); an image under it is sent as
-it is."""
+screenshot over it is sent as JPEG (``prepare_image`` tries JPEG qualities before smaller
+sizes, and keeps PNG for transparent images); an image under it is sent as it is. With
+``aging.lowres_lossy`` (the default) the smallest form is used even under the budget."""
 
 
 def lowres_limits(limits: ImageLimits, lowres_px: int) -> ImageLimits:
@@ -150,6 +165,7 @@ def build_request(
     sent = sum(tier != EARLIER for tier in tiers)
     many = info.limits.is_many(sent)
     limits = {FULL: info.limits, LOWRES: lowres_limits(info.limits, aging.lowres_px)}
+    lossy = aging.lowres_lossy
     next_tier = iter(tiers)
 
     def image(block: ImageRefBlock, message: Message) -> ImageBlock | TextBlock:
@@ -159,7 +175,7 @@ def build_request(
         tier = next(next_tier)
         if tier == EARLIER:
             return TextBlock(text=f"[Earlier image: {_label(block)}]")
-        return _fitted(store, block, limits[tier], many, cache)
+        return _fitted(store, block, limits[tier], many, tier == LOWRES and lossy, cache)
 
     def resolve(block: Any, message: Message) -> Any:
         if isinstance(block, ImageRefBlock):
@@ -178,22 +194,52 @@ def build_request(
         for m in conversation.messages
     ]
     return Request(model=model, system=system or conversation.system, tools=tools,
-                   messages=messages, max_tokens=max_tokens)
+                   messages=messages, max_tokens=max_tokens, session_id=conversation.id)
+
+
+def aging_clock(conversation: Conversation, info: ModelInfo, aging: AgingSettings) -> int:
+    """The turn of the latest aging step (0: none yet), replayed from turn 1 (see the module
+    docstring): a step at each multiple of ``aging.step_turns``, and at any turn whose images
+    would pass ``aging.step_bytes`` of base64 with the clock as it was."""
+    images = sorted((message.turn, _base64_len(block.ref.bytes))
+                    for message, block in _user_images(conversation))
+    turns = [turn for turn, _ in images]
+    low_cap = lowres_limits(info.limits, aging.lowres_px).max_base64_bytes
+    kept = aging.full_turns + aging.lowres_turns  # turns an image is sent as an image
+
+    def weight(clock: int, end: int) -> int:  # of images[:end] with the clock at ``clock``
+        first = bisect.bisect_left(turns, clock - kept + 1)  # older ones are text
+        return sum(full if _tier(clock - turn, aging) == FULL else min(full, low_cap)
+                   for turn, full in images[first:end])
+
+    clock = total = seen = 0
+    for now in range(1, conversation.turn + 1):
+        while seen < len(images) and turns[seen] <= now:  # new since the clock: full size
+            total += images[seen][1]
+            seen += 1
+        if now % aging.step_turns == 0 or total > aging.step_bytes:
+            clock = now
+            total = weight(clock, seen)
+    return clock
+
+
+def _tier(age: int, aging: AgingSettings) -> str:
+    if age < aging.full_turns:  # a negative age: newer than the latest step
+        return FULL
+    if age < aging.full_turns + aging.lowres_turns:
+        return LOWRES
+    return EARLIER
+
+
+def _base64_len(size: int) -> int:
+    return 4 * ((size + 2) // 3)
 
 
 def _plan(conversation: Conversation, info: ModelInfo, aging: AgingSettings) -> list[str]:
     """The tier of each image a user message holds, in the order ``build_request`` meets
     them, with the oldest past ``max_images_per_request`` turned to ``EARLIER``."""
-    now = conversation.turn
-    tiers: list[str] = []
-    for message, _ in _user_images(conversation):
-        age = now - message.turn
-        if age < aging.full_turns:
-            tiers.append(FULL)
-        elif age < aging.full_turns + aging.lowres_turns:
-            tiers.append(LOWRES)
-        else:
-            tiers.append(EARLIER)
+    clock = aging_clock(conversation, info, aging)
+    tiers = [_tier(clock - message.turn, aging) for message, _ in _user_images(conversation)]
     cap = info.limits.max_images_per_request
     excess = sum(t != EARLIER for t in tiers) - cap if cap is not None else 0
     for i, tier in enumerate(tiers):
@@ -219,9 +265,9 @@ def _user_images(conversation: Conversation) -> Iterator[tuple[Message, ImageRef
 
 
 def _fitted(store: ImageStore, block: ImageRefBlock, limits: ImageLimits, many: bool,
-            cache: FitCache) -> ImageBlock | TextBlock:
+            lossy: bool, cache: FitCache) -> ImageBlock | TextBlock:
     ref = block.ref
-    key = (str(store.folder), ref.id, limits, many)
+    key = (str(store.folder), ref.id, limits, many, lossy, block.alt)
     found = cache.get(key)
     if found is not None:
         return found
@@ -229,7 +275,10 @@ def _fitted(store: ImageStore, block: ImageRefBlock, limits: ImageLimits, many: 
         data = store.read(ref)
     except StoreError as exc:  # not cached: the file may be restored
         return TextBlock(text=f"[image dropped: {_label(block)}: {exc}]")
-    fitted = prepare_image(ImagePayload(data, ref.media_type, "store"), limits, many=many)
+    fitted = prepare_image(ImagePayload(data, ref.media_type, "store"), limits, many=many,
+                           lossy=lossy)
+    if fitted.type == "image" and block.alt:  # the words travel with the image (stand-ins)
+        fitted = fitted.model_copy(update={"alt": block.alt})
     cache.put(key, fitted)
     return fitted
 

@@ -1,41 +1,70 @@
 """The ``silica`` command: a thin layer over the library.
 
 Every command group is registered by import path and loads only when it runs, so
-``silica --version`` and ``silica --help`` import neither the toolbox nor an SDK.
+``silica --version`` and ``silica --help`` import neither the toolbox nor an SDK; and
+``silica --version`` alone is answered before the command line parser is even imported.
 """
 
 from __future__ import annotations
 
-from cyclopts import App
+import functools
+import sys
+from typing import TYPE_CHECKING
 
 from silica import __version__
 
-app = App(name="silica", version=__version__,
-          help="Give LLM agents their own script tools, with images as first-class results.")
-app.command("silica.cli.agent:ask", name="ask",
-            help="Ask once: the model uses your tools as it needs, then answers.")
-app.command("silica.cli.agent:chat", name="chat",
-            help="Talk with the model and your tools; resumable sessions.")
-app.command("silica.cli.tools:app", name="tools",
-            help="Find, inspect, check, run and create user tools.")
-app.command("silica.cli.exec:exec_command", name="exec",
-            help="Run any command as a tool runs; show the text and images a model gets.")
-app.command("silica.cli.packs:app", name="packs",
-            help="Install, update and remove tool packs.")
-app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")
-app.command("silica.cli.mcp:app", name="mcp", help="Serve silica's tools over MCP.")
-app.command("silica.cli.serve:serve", name="serve",
-            help="The agent as a local daemon: HTTP, Socket.IO, SSE and a web page.")
-app.command("silica.cli.trust:trust", name="trust",
-            help="Let a project's tools run (project folders run nothing until trusted).")
-app.command("silica.cli.trust:untrust", name="untrust",
-            help="Stop a project's tools from running.")
+if TYPE_CHECKING:
+    from cyclopts import App
+
+PROGRAM = False
+"""True once ``main`` runs: silica is the program, not a library inside another one (so a
+command may end the process at once when its work is done; see ``silica.cli.agent``)."""
+
+
+@functools.cache
+def _app() -> App:
+    from cyclopts import App
+
+    app = App(name="silica", version=__version__,
+              help="Give LLM agents their own script tools, with images as first-class "
+                   "results.")
+    app.command("silica.cli.agent:ask", name="ask",
+                help="Ask once: the model uses your tools as it needs, then answers.")
+    app.command("silica.cli.agent:chat", name="chat",
+                help="Talk with the model and your tools; resumable sessions.")
+    app.command("silica.cli.tools:app", name="tools",
+                help="Find, inspect, check, run and create user tools.")
+    app.command("silica.cli.exec:exec_command", name="exec",
+                help="Run any command as a tool runs; show the text and images a model gets.")
+    app.command("silica.cli.packs:app", name="packs",
+                help="Install, update and remove tool packs.")
+    app.command("silica.cli.sessions:app", name="sessions", help="Saved conversations.")
+    app.command("silica.cli.mcp:app", name="mcp", help="Serve silica's tools over MCP.")
+    app.command("silica.cli.serve:serve", name="serve",
+                help="The agent as a local daemon: HTTP, Socket.IO, SSE and a web page.")
+    app.command("silica.cli.trust:trust", name="trust",
+                help="Let a project's tools run (project folders run nothing until trusted).")
+    app.command("silica.cli.trust:untrust", name="untrust",
+                help="Stop a project's tools from running.")
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # the cyclopts App, built on first use
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Run the ``silica`` command. Ctrl-C ends any command (but ``mcp serve``, which stops
     quietly) with the one line "interrupted" on stderr and exit code 130, as a shell reports
     SIGINT: never a traceback. What the command started is stopped as it unwinds."""
+    global PROGRAM
+    PROGRAM = True
+    if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
+        print(__version__)
+        return
+    app = _app()
     app.suppress_keyboard_interrupt = False  # cyclopts would exit 130 without a word
     try:
         app()

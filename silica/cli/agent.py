@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from cyclopts import Parameter
 from rich.text import Text
 
-from silica.cli.output import err, fail, out, plain, say
+from silica.cli.output import err, fail, out, plain, print_json, say
 from silica.security.text import safe_text
 
 CHAT_COMMANDS = {
@@ -33,8 +34,12 @@ AllowShell = Annotated[bool, Parameter(name="--allow-shell", negative="", help=(
     "(for this run only; see [shell] in config.toml for a narrower choice)."))]
 
 
-def _settings(provider: str | None, model: str | None, max_turns: int | None,
-              allow_shell: bool = False):
+AgentName = Annotated[str | None, Parameter(name="--agent", help=(
+    "A profile from config.toml ([agents.NAME]): its provider, model, vision, system prompt "
+    "and the tools it may use; --provider and --model still win."))]
+
+
+def _settings(max_turns: int | None, allow_shell: bool = False):
     from silica.config import load_settings
     from silica.errors import SilicaError
 
@@ -45,8 +50,7 @@ def _settings(provider: str | None, model: str | None, max_turns: int | None,
         settings = load_settings()
     except SilicaError as exc:
         fail(str(exc))
-    changes = {k: v for k, v in (("provider", provider), ("model", model),
-                                 ("max_turns", max_turns)) if v is not None}
+    changes: dict = {"max_turns": max_turns} if max_turns is not None else {}
     if allow_shell:  # "*" alone allows every command (silica.tools.shell)
         changes["shell"] = settings.shell.model_copy(update={"enabled": True, "allow": ["*"]})
     return settings.model_copy(update=changes)
@@ -159,12 +163,19 @@ def _first_line(result) -> str:
     return ""
 
 
-def _run_turn(agent, view: AgentView, text: str, images: list[Path]) -> bool:
+def _run_turn(agent, view: AgentView, text: str, images: list[str]) -> bool:
     """One turn; False if it failed (the error is printed, the session kept)."""
     from silica.errors import SilicaError
 
+    async def turn() -> None:
+        most = agent.settings.images.max_per_message
+        if len(images) > most:
+            raise SilicaError(f"{len(images)} images given, more than the {most} one message "
+                              "may carry ([images] max_per_message); attach fewer")
+        await agent.send(text, [await _attachment(agent, image) for image in images])
+
     try:
-        asyncio.run(agent.send(text, images))
+        asyncio.run(turn())
     except SilicaError as exc:
         view.end_turn()
         err.print(Text.assemble(("error: ", "bold red"), plain(exc)))
@@ -173,17 +184,39 @@ def _run_turn(agent, view: AgentView, text: str, images: list[Path]) -> bool:
     return True
 
 
-def _start(settings, resume: str | None = None, provider: str | None = None,
-           model: str | None = None):
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+async def _attachment(agent, image: str):
+    """An ``--image``: a file (the agent reads and checks it), or an http(s) URL fetched
+    and checked here as ``silica serve`` does (``[serve] fetch_private``, ``fetch_timeout``;
+    ``[images] max_size_bytes``)."""
+    if not _URL.match(image):
+        return Path(image)
+    from silica.images.fetch import fetch_image, shown_url
+    from silica.images.intake import prepare_upload
+
+    settings = agent.settings
+    fetched = await fetch_image(image, max_bytes=settings.images.max_size_bytes,
+                                timeout=settings.serve.fetch_timeout,
+                                allow_private=settings.serve.fetch_private)
+    return await asyncio.to_thread(
+        prepare_upload, fetched.data, name=fetched.name, declared=fetched.mime,
+        limits=agent.info.limits, max_bytes=settings.images.max_size_bytes,
+        label=f"the image at {shown_url(image)}")
+
+
+def _start(settings, resume: str | None = None, agent: str | None = None,
+           provider: str | None = None, model: str | None = None):
     from silica.agent.loop import Agent
     from silica.errors import SilicaError
 
     view = AgentView()
+    chosen = {"agent": agent, "provider": provider, "model": model}
     try:
         if resume:
-            return Agent.resume(resume, settings, provider=provider, model=model,
-                                events=view.events()), view
-        return Agent.start(settings, events=view.events()), view
+            return Agent.resume(resume, settings, **chosen, events=view.events()), view
+        return Agent.start(settings, **chosen, events=view.events()), view
     except SilicaError as exc:
         fail(str(exc))
 
@@ -208,11 +241,13 @@ def _closing(agent) -> None:
 def ask(
     prompt: str,
     *,
-    image: Annotated[list[Path] | None, Parameter(name="--image")] = None,
+    image: Annotated[list[str] | None, Parameter(name="--image")] = None,
+    agent_: AgentName = None,
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
     allow_shell: AllowShell = False,
+    json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
 ):
     """Ask once: the model uses your tools as it needs, then answers.
 
@@ -221,31 +256,48 @@ def ask(
     prompt
         What to ask.
     image
-        An image file to attach to the message (may be given several times).
+        An image file, or an http(s) URL of one, to attach to the message (may be given
+        several times).
     provider
-        anthropic, openai or ollama (default: config, then anthropic).
+        anthropic, openai, openai-responses, gemini or ollama (default: the agent
+        profile, config, then anthropic).
     model
         The model name (default: config, then the provider's default).
     max_turns
         How many model requests one question may take (1 or more).
+    json_
+        Print one JSON object on stdout when done instead of streaming the answer:
+        ``answer`` (null if the turn failed), ``session`` (null if nothing was saved),
+        ``stop_reason`` and ``usage`` (input, output, cache-read and cache-write tokens of
+        every request of the turn).
     """
     # No one answers a prompt here: a shell command outside [shell] allow is refused.
-    agent, view = _start(_settings(provider, model, max_turns, allow_shell))
+    agent, view = _start(_settings(max_turns, allow_shell), agent=agent_, provider=provider,
+                         model=model)
+    if json_:  # stdout holds the JSON alone
+        agent.events.on_text, view.inline = None, False
     ok = _run_turn(agent, view, prompt, image or [])
     session = agent.conversation.id
-    if agent.forget_if_unanswered():  # a bad --image, no API key: nothing to resume
+    forgotten = agent.forget_if_unanswered()
+    if forgotten:  # a bad --image, no API key: nothing to resume
         say("nothing saved: the model did not answer", console=err, style="dim")
     elif agent.saved:  # a failed save was reported by the turn: no advice to resume it
         say(f"session {session} (continue: silica chat --resume {session})", console=err,
             style="dim")
-    if not ok or not agent.saved:
-        raise SystemExit(1)
+    if json_:
+        reply = agent.last_reply
+        print_json({"answer": reply.text if ok and reply else None,
+                    "session": None if forgotten or not agent.saved else session,
+                    "stop_reason": reply.stop_reason if reply else None,
+                    "usage": agent.usage.model_dump()})
+    _leave(0 if ok and agent.saved else 1)
 
 
 def chat(
     *,
     resume: str | None = None,
-    image: Annotated[list[Path] | None, Parameter(name="--image")] = None,
+    image: Annotated[list[str] | None, Parameter(name="--image")] = None,
+    agent_: AgentName = None,
     provider: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
@@ -259,23 +311,20 @@ def chat(
     resume
         A session id to continue (see silica sessions list).
     image
-        An image file to attach to your first message.
+        An image file, or an http(s) URL of one, to attach to your first message.
     provider
-        anthropic, openai or ollama.
+        anthropic, openai, openai-responses, gemini or ollama.
     model
         The model name.
     max_turns
         How many model requests one message may take (1 or more).
     """
-    settings = _settings(None, None, max_turns, allow_shell)
-    if not resume:
-        settings = settings.model_copy(update={
-            k: v for k, v in (("provider", provider), ("model", model)) if v})
-    agent, view = _start(settings, resume, provider, model)
+    agent, view = _start(_settings(max_turns, allow_shell), resume, agent_, provider, model)
     from silica.tools.shell import SessionApproval
 
     agent.toolbox.approve = SessionApproval(_ask_to_run)  # "always" lasts this session
-    say(f"silica chat: {agent.provider.name} {agent.model}, session "
+    profile = f", agent {agent.conversation.agent}" if agent.conversation.agent else ""
+    say(f"silica chat: {agent.provider.name} {agent.model}{profile}, session "
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,
         style="dim")
     pending = list(image or [])
@@ -298,12 +347,56 @@ def chat(
             continue
         try:
             _run_turn(agent, view, line, pending)
+            _show_usage(agent.usage)
         except KeyboardInterrupt:
             view.end_turn()
             err.print("\n[turn interrupted; every tool call in it was answered]",
                       markup=False)
         pending = []
     _closing(agent)
+    _leave(0)
+
+
+def _leave(code: int) -> NoReturn:
+    """End ``ask`` or ``chat`` with exit status ``code``. When silica is the program
+    (``silica.cli.PROGRAM``), the process ends at once: the session is saved, the turn's
+    connections closed and the exit handlers run (MCP servers are stopped), but the
+    interpreter's teardown of every module an SDK loaded, and its wait for threads left
+    behind, are skipped. Inside another program, ``SystemExit(code)``."""
+    import atexit
+
+    from silica import cli
+
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if not cli.PROGRAM or run_exit_handlers is None:
+        raise SystemExit(code)
+    try:
+        run_exit_handlers()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
+                stream.flush()
+    finally:
+        os._exit(code)
+
+
+def usage_line(usage) -> str:
+    """A turn's ``Usage`` in a few words: ``in 12,345 (cache read 10,000, write 1,200) ·
+    out 321`` (the cache part only when the provider reported one); "" if it reported
+    nothing."""
+    if not any(usage.model_dump().values()):
+        return ""
+    cache = [f"{label} {n:,}" for label, n in (("cache read", usage.cache_read_tokens),
+                                               ("write", usage.cache_write_tokens)) if n]
+    if cache and not usage.cache_read_tokens:
+        cache[0] = f"cache {cache[0]}"
+    shown = f" ({', '.join(cache)})" if cache else ""
+    return f"in {usage.input_tokens:,}{shown} · out {usage.output_tokens:,}"
+
+
+def _show_usage(usage) -> None:
+    line = usage_line(usage)
+    if line:
+        say(line, console=err, style="dim")
 
 
 def _help() -> None:
