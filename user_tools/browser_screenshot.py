@@ -97,6 +97,9 @@ def reason(exc: Exception) -> str:
     return text if len(text) <= 2000 else text[:2000] + "..."
 
 
+LAUNCH_TIMEOUT_MS = 60_000
+
+
 def capture(exe: str, url: str, full_page: bool, selector: str | None, width: int,
             height: int, wait_for: str, timeout: float) -> tuple[bytes, str, str]:
     """Load the page and return ``(PNG, final URL, title)``; exits 1 when it cannot."""
@@ -108,8 +111,10 @@ def capture(exe: str, url: str, full_page: bool, selector: str | None, width: in
     with sync_playwright() as pw:
         try:
             # --no-sandbox: Chromium's sandbox cannot start as root or in most containers.
+            # the page's timeout is for the page: a busy machine may take longer to start
+            # the browser itself, which is bounded by the tool's own timeout instead
             browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox"],
-                                         timeout=ms)
+                                         timeout=max(ms, LAUNCH_TIMEOUT_MS))
         except PlaywrightError as exc:
             fail(f"could not start the browser {exe}: {reason(exc)}", 1)
         try:

@@ -1,0 +1,354 @@
+"""The daemon's ASGI app: thin routes over the agent, the event bus and its two transports.
+
+    app = create_app(ServeOptions.make(settings))     # run it with uvicorn (silica.serve.daemon)
+
+Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the shapes):
+
+    GET    /                                  the page (static/index.html)
+    GET    /static/{name}                     its script and style
+    GET    /sessions                          {"sessions": [...]}, newest first
+    POST   /sessions                          201 {"session_id"}  (JSON agent, provider, ...)
+    DELETE /sessions/{sid}                    {"deleted": sid}
+    POST   /sessions/{sid}/messages           202 {"turn_id", "turn"}; ?wait=true: 200 the outcome
+    GET    /sessions/{sid}/history            {"session_id", ..., "messages", "turns"}
+    GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
+    GET    /sessions/{sid}/events             server-sent events
+    /socket.io                                Socket.IO, namespace /events
+
+Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
+Starlette's ``CORSMiddleware`` for the routes when ``[serve] cors_origins`` names origins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import socketio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from silica.agent.sessions import SessionError, list_sessions, load_session, session_path
+from silica.errors import SilicaError
+from silica.images.store import EXTENSIONS, ID_PATTERN
+from silica.serve import history as views
+from silica.serve.auth import Guard
+from silica.serve.bus import EventBus, make_bus
+from silica.serve.errors import ApiError, error_response, no_session, response_for
+from silica.serve.options import ServeOptions
+from silica.serve.sio import make_sio
+from silica.serve.sse import event_stream
+from silica.serve.turns import TurnRunner
+
+log = logging.getLogger("silica.serve")
+
+STATIC = Path(__file__).parent / "static"
+MAX_JSON = 64 * 1024  # bytes of a POST /sessions body
+IMMUTABLE = "public, max-age=31536000, immutable"
+_STATIC_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,100}$")
+_MIME = {ext: mime for mime, ext in EXTENSIONS.items()} | {"img": "application/octet-stream"}
+_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
+          ".ico": "image/x-icon", ".json": "application/json", ".txt": "text/plain"}
+PAGE_HEADERS = {
+    # the page shows what models and tools say: nothing it shows may run as script
+    "Content-Security-Policy": ("default-src 'self'; img-src 'self' blob: data:; "
+                                "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+                                "form-action 'self'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class ServeApp:
+    """The whole ASGI app, with what the daemon needs to stop it: ``bus``, ``runner``,
+    ``sio``, and ``stopping()`` (end streams and turns before the server waits for its
+    connections to close)."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        self.bus: EventBus = make_bus(options.redis)
+        self.runner = TurnRunner(options, self.bus)
+        self.sio = make_sio(options, self.bus)
+        self.routes = Routes(options, self.runner, self.bus)
+        self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
+                                   exception_handlers={SilicaError: _refused,
+                                                       HTTPException: _http_error,
+                                                       ClientDisconnect: _gone,
+                                                       Exception: _crash})
+        inner: Any = self.starlette
+        origins = options.settings.serve.cors_origins
+        if origins:
+            inner = CORSMiddleware(inner, allow_origins=origins, allow_credentials=True,
+                                   allow_methods=["GET", "POST", "DELETE"],
+                                   allow_headers=["Authorization", "Content-Type"])
+        self.app = Guard(socketio.ASGIApp(self.sio, other_asgi_app=inner),
+                         token=options.token, loopback=options.loopback,
+                         cors_origins=origins)
+        self._stopped = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any):
+        await self.bus.start()
+        await asyncio.to_thread(_warm_up, self.options)
+        try:
+            yield
+        finally:
+            await self.stopping()
+            await self.bus.close()
+            await asyncio.to_thread(_close_mcp)
+
+    async def stopping(self) -> None:
+        """Interrupt the turns (each saved, its clients told), end the event streams and
+        disconnect Socket.IO clients. Safe to call more than once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.runner.close()
+        await self.bus.close()
+        with contextlib.suppress(Exception):
+            if self.sio.eio.sockets:
+                await self.sio.eio.disconnect()
+            await self.sio.shutdown()
+
+
+def create_app(options: ServeOptions) -> ServeApp:
+    """The daemon's ASGI app for ``options``."""
+    return ServeApp(options)
+
+
+class Routes:
+    """The route handlers: each checks what it is given, calls the library, answers JSON."""
+
+    def __init__(self, options: ServeOptions, runner: TurnRunner, bus: EventBus) -> None:
+        self.options, self.runner, self.bus = options, runner, bus
+        self.home = options.home
+
+    def table(self) -> list[Route]:
+        return [
+            Route("/", self.page, methods=["GET"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/sessions", self.sessions, methods=["GET", "POST"]),
+            Route("/sessions/{sid}", self.session, methods=["GET", "DELETE"]),
+            Route("/sessions/{sid}/messages", self.message, methods=["POST"]),
+            Route("/sessions/{sid}/history", self.history, methods=["GET"]),
+            Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
+            Route("/sessions/{sid}/events", self.events, methods=["GET"]),
+        ]
+
+    # -- the page -------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        return self._static_file("index.html")
+
+    async def static(self, request: Request) -> Response:
+        return self._static_file(request.path_params["name"])
+
+    def _static_file(self, name: str) -> Response:
+        path = STATIC / name
+        if not _STATIC_NAME.fullmatch(name) or not path.is_file() or path.is_symlink():
+            what = "the web page is not installed" if name == "index.html" else \
+                f"there is no file {name[:100]!r} here"
+            raise ApiError(404, "not_found", f"{what}; the API is under /sessions")
+        kind = _TYPES.get(path.suffix, "application/octet-stream")
+        return FileResponse(path, media_type=kind, headers=PAGE_HEADERS)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def sessions(self, request: Request) -> Response:
+        if request.method == "POST":
+            keys = ("agent", "provider", "model", "workspace")
+            body = await _json_body(request, keys)
+            for key in keys:
+                if body.get(key) is not None and not isinstance(body[key], str):
+                    raise ApiError(400, "invalid_field", f'"{key}" must be a string')
+            sid = self.runner.create_session(agent=body.get("agent") or None,
+                                             provider=body.get("provider") or None,
+                                             model=body.get("model") or None,
+                                             workspace=body.get("workspace"))
+            return JSONResponse({"session_id": sid}, status_code=201)
+        found = await asyncio.to_thread(list_sessions, self.home)
+        return JSONResponse({"sessions": [self._summary(info) for info in found]})
+
+    def _summary(self, info) -> dict:
+        return views.summary(info, images=views.count_images(self.home, info.id),
+                             running=self.runner.is_running(info.id))
+
+    async def session(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if request.method == "DELETE":
+            self.runner.delete(sid)
+            return JSONResponse({"deleted": sid})
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        found = [s for s in await asyncio.to_thread(list_sessions, self.home) if s.id == sid]
+        if not found:
+            raise no_session(sid)
+        return JSONResponse(self._summary(found[0]))
+
+    async def message(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        turn = await self.runner.begin(sid, request)
+        if request.query_params.get("wait", "").lower() in _TRUE:
+            return JSONResponse(await self.runner.wait(turn))
+        return JSONResponse({"turn_id": turn.turn_id, "turn": turn.number}, status_code=202)
+
+    async def history(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        try:
+            conversation = await asyncio.to_thread(load_session, sid, self.home)
+        except SessionError as exc:
+            if not self.runner.exists(sid):
+                raise no_session(sid) from None
+            raise ApiError(500, "session_unreadable", str(exc)) from None
+        running = self.runner.is_running(sid)
+        body = views.history(conversation, running=running,
+                             running_turn=self.runner.running_turn(sid, conversation.turn))
+        return JSONResponse(body)
+
+    async def image(self, request: Request) -> Response:
+        sid = self._sid(request)
+        image_id = request.path_params["image_id"]
+        if not ID_PATTERN.fullmatch(image_id):
+            raise ApiError(400, "invalid_image_id", "an image id is 64 lowercase hex digits "
+                           "(the sha256 of the image), as in the image URLs of the history")
+        folder = self.home / "images" / sid
+        for ext, mime in _MIME.items():
+            path = folder / f"{image_id}.{ext}"
+            try:
+                stat = path.lstat()
+            except OSError:
+                continue
+            if not path.is_file() or path.is_symlink():
+                continue
+            etag = f'"{image_id}"'
+            headers = {"ETag": etag, "Cache-Control": IMMUTABLE,
+                       "X-Content-Type-Options": "nosniff",
+                       "Content-Security-Policy": "default-src 'none'; sandbox"}
+            if _matches(request.headers.get("if-none-match", ""), image_id):
+                return Response(status_code=304, headers=headers)
+            return FileResponse(path, media_type=mime, headers=headers, stat_result=stat)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        raise ApiError(404, "no_image", f"session {sid} has no image {image_id[:12]}…; the "
+                       "history lists its images' URLs")
+
+    async def events(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        inline = request.query_params.get("inline_images", "").lower() in _TRUE
+        return event_stream(self.bus, sid, inline=inline)
+
+    def _sid(self, request: Request) -> str:
+        sid = request.path_params["sid"]
+        try:
+            session_path(sid, self.home)
+        except SessionError:
+            raise ApiError(400, "invalid_session_id", "a session id is 1-64 letters, digits, "
+                           "'_' or '-' (starting with a letter or digit); GET /sessions lists "
+                           "them") from None
+        return sid
+
+
+async def _json_body(request: Request, keys: tuple[str, ...]) -> dict:
+    """A small optional JSON object body with only ``keys``; ``ApiError`` otherwise."""
+    chunks = bytearray()
+    async for chunk in request.stream():
+        chunks += chunk
+        if len(chunks) > MAX_JSON:
+            raise ApiError(413, "body_too_large", f"the body is over {MAX_JSON:,} bytes; "
+                           f"send a JSON object with {', '.join(keys)}")
+    if not chunks.strip():
+        return {}
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(415, "unsupported_media_type", "send the body as application/json, "
+                       f"an object with {', '.join(keys)} (all optional)")
+    try:
+        body = json.loads(bytes(chunks))
+    except (ValueError, RecursionError):
+        raise ApiError(400, "invalid_json", "the body is not valid JSON; send an object with "
+                       f"{', '.join(keys)} (all optional)") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", f"the body must be a JSON object with "
+                       f"{', '.join(keys)} (all optional)")
+    unknown = [k for k in body if k not in keys]
+    if unknown:
+        raise ApiError(400, "unknown_field", f"unknown field {str(unknown[0])[:100]!r}; "
+                       f"a session takes {', '.join(keys)}")
+    return body
+
+
+def _matches(header: str, image_id: str) -> bool:
+    """Whether an ``If-None-Match`` header names the image's ETag (or ``*``)."""
+    tags = [t.strip().removeprefix("W/").strip('"') for t in header.split(",")]
+    return "*" in tags or image_id in tags
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    """``ApiError``, ``UploadRefused`` (each has a status and a code), or another
+    ``SilicaError`` (a message a user can act on, from the library: a 500)."""
+    if hasattr(exc, "status") and hasattr(exc, "code"):
+        return response_for(exc)
+    return error_response(500, "failed", str(exc))
+
+
+async def _gone(request: Request, exc: Exception) -> Response:
+    """The client went away while sending its body: nothing was taken, nobody to answer."""
+    return error_response(400, "client_disconnected", "the request ended before its body did; "
+                          "nothing was taken")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(404, "not_found", f"there is no route {request.url.path[:200]}"
+                              "; the API is under /sessions (see docs/serve.md)")
+    if exc.status_code == 405:
+        return error_response(405, "method_not_allowed", f"{request.method} is not allowed "
+                              f"on {request.url.path[:200]}", headers=exc.headers)
+    return error_response(exc.status_code, "http_error", str(exc.detail))
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed inside silica", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", f"silica failed on this request "
+                          f"({type(exc).__name__}); the daemon's log says more")
+
+
+def _warm_up(options: ServeOptions) -> None:
+    """Load the plugins and the configured provider's SDK before the first request, which
+    would otherwise wait for them."""
+    from silica.plugins import get_plugin_manager
+    from silica.providers.registry import get_provider
+
+    get_plugin_manager()
+    with contextlib.suppress(Exception):  # a provider that cannot be built says so later
+        get_provider(options.settings.provider, options.settings)
+
+
+def _close_mcp() -> None:
+    """Close the MCP servers silica started (loaded only if one was used)."""
+    connections = sys.modules.get("silica.mcp.connections")
+    if connections is not None:
+        connections.connections().close()

@@ -1,0 +1,116 @@
+"""Sessions and their histories as the daemon's JSON: images as refs with URLs, never base64.
+
+A content item is one of::
+
+    {"type": "text", "text"}
+    {"type": "image_ref", "image_id", "alt_text", "mime", "width", "height", "url"}
+    {"type": "tool_call", "id", "name", "input"}
+    {"type": "tool_result", "call_id", "name", "is_error", "content": [text/image_ref items]}
+
+Blocks meant for the model only (``silica.blocks.for_user`` false) are left out. A turn's
+status is ``running`` (its turn runs now), ``complete`` (its last message is the model's
+answer, with no tool call left) or ``interrupted`` (anything else: silica stopped, the
+provider failed, the turn limit was reached).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from silica.agent.conversation import Conversation, ToolResultBlock
+from silica.agent.sessions import SessionInfo, title
+from silica.blocks import ImageRefBlock, TextBlock, ToolCall, for_user
+
+
+def image_url(session_id: str, image_id: str) -> str:
+    return f"/sessions/{session_id}/images/{image_id}"
+
+
+def image_ref(block: ImageRefBlock, session_id: str) -> dict:
+    ref = block.ref
+    return {"type": "image_ref", "image_id": ref.id, "alt_text": block.alt,
+            "mime": ref.media_type, "width": ref.width, "height": ref.height,
+            "url": image_url(session_id, ref.id)}
+
+
+def content_item(block: Any, session_id: str) -> dict | None:
+    """One block as a content item (``None``: for the model only, or unknown)."""
+    if not for_user(block):
+        return None
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageRefBlock):
+        return image_ref(block, session_id)
+    if isinstance(block, ToolCall):
+        return {"type": "tool_call", "id": block.id, "name": block.name,
+                "input": block.arguments}
+    if isinstance(block, ToolResultBlock):
+        inner = [content_item(b, session_id) for b in block.content]
+        return {"type": "tool_result", "call_id": block.call_id, "name": block.name,
+                "is_error": block.is_error, "content": [i for i in inner if i is not None]}
+    return None
+
+
+def turn_statuses(conversation: Conversation, running: int | None) -> list[dict]:
+    """``[{"turn", "status"}]`` for each turn; ``running``: the number of the turn that runs
+    now (``None``: none)."""
+    last: dict[int, Any] = {}
+    for message in conversation.messages:
+        last[message.turn] = message
+    out = []
+    for turn, message in sorted(last.items()):
+        if running is not None and turn == running:
+            status = "running"
+        elif message.role == "assistant" and not any(isinstance(b, ToolCall)
+                                                      for b in message.content):
+            status = "complete"
+        else:
+            status = "interrupted"
+        out.append({"turn": turn, "status": status})
+    return out
+
+
+def history(conversation: Conversation, *, running: bool,
+            running_turn: int | None = None) -> dict:
+    """``GET /sessions/{sid}/history``. ``running``: a turn of the session runs now;
+    ``running_turn``: its number when known (else the last turn is taken to be it)."""
+    sid = conversation.id
+    messages = []
+    for message in conversation.messages:
+        items = [content_item(b, sid) for b in message.content]
+        messages.append({"role": message.role, "turn": message.turn,
+                         "content": [i for i in items if i is not None]})
+    if running and running_turn is None:
+        running_turn = conversation.turn
+    return {"session_id": sid, "title": title(conversation),
+            "provider": conversation.provider, "model": conversation.model,
+            "created": _when(conversation.created), "updated": _when(conversation.updated),
+            "running": running, "messages": messages,
+            "turns": turn_statuses(conversation, running_turn if running else None)}
+
+
+def summary(info: SessionInfo, *, images: int, running: bool) -> dict:
+    """One item of ``GET /sessions``."""
+    item = {"id": info.id, "title": info.title, "created": _when(info.created),
+            "updated": _when(info.updated), "messages": info.messages, "images": images,
+            "running": running, "provider": info.provider, "model": info.model}
+    if info.problem:
+        item["problem"] = info.problem
+    return item
+
+
+def count_images(home: Path, session_id: str) -> int:
+    """Images the session's store holds (files in ``<home>/images/<id>/``)."""
+    try:
+        with os.scandir(home / "images" / session_id) as entries:
+            return sum(1 for e in entries
+                       if not e.name.startswith(".") and e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+
+
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None

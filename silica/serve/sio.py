@@ -1,0 +1,103 @@
+"""The Socket.IO transport: namespace ``/events`` on path ``/socket.io``.
+
+A client connects (with ``auth={"token": T}``, or the ``Authorization`` header or the cookie,
+when the daemon has a token), then emits ``join`` ``{"session_id", "inline_images"?: bool}``
+and gets the ack ``{"ok": true}`` or ``{"error": {"code", "message"}}``. A joined client is in
+room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline`` (see
+``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A refused connect gets a
+``connect_error`` with the message and the data ``{"code", "message"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import socketio
+
+from silica.agent.sessions import SessionError, session_path
+from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_matches
+from silica.serve.bus import NAMESPACE, EventBus, room
+from silica.serve.errors import error_body
+from silica.serve.options import ServeOptions
+
+
+def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
+    """The Socket.IO server, its events emitted through ``bus``."""
+
+    def allowed(origin: str | None, environ: dict) -> bool:
+        return origin_allowed(origin, environ.get("HTTP_HOST", ""),
+                              environ.get("wsgi.url_scheme", "http"),
+                              options.settings.serve.cors_origins)
+
+    sio = socketio.AsyncServer(async_mode="asgi", client_manager=bus.client_manager(),
+                               cors_allowed_origins=allowed, logger=False,
+                               engineio_logger=False)
+    sio.register_namespace(Events(options))
+    bus.attach(sio)
+    return sio
+
+
+class Events(socketio.AsyncNamespace):
+    """Handlers of the ``/events`` namespace."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        super().__init__(NAMESPACE)
+        self.options = options
+        self.exists: Callable[[str], bool] = self._exists
+
+    async def on_connect(self, sid: str, environ: dict, auth: Any = None) -> None:
+        if not host_allowed(environ.get("HTTP_HOST", ""), self.options.loopback):
+            raise _refused("host_not_allowed", "this daemon answers requests for 127.0.0.1 "
+                           "or localhost only")
+        if not self.options.token:
+            return
+        given = auth.get("token") if isinstance(auth, dict) else None
+        if not isinstance(given, str):
+            header = environ.get("HTTP_AUTHORIZATION", "")
+            scheme, _, value = header.partition(" ")
+            given = value.strip() if scheme.lower() == "bearer" else \
+                cookie_token(environ.get("HTTP_COOKIE", ""))
+        if not token_matches(self.options.token, given):
+            raise _refused("unauthorized", "this daemon needs its token: connect with "
+                           'auth={"token": "<token>"}')
+
+    async def on_join(self, sid: str, data: Any = None) -> dict:
+        if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
+            return error_body("invalid_join", 'join with {"session_id": "<id>", '
+                              '"inline_images": false}')
+        session_id = data["session_id"]
+        inline = data.get("inline_images", False)
+        if not isinstance(inline, bool):
+            return error_body("invalid_join", '"inline_images" must be true or false')
+        try:
+            known = self.exists(session_id)
+        except SessionError as exc:
+            return error_body("invalid_session_id", str(exc))
+        if not known:
+            return error_body("no_session", f"there is no session {session_id}; GET "
+                              "/sessions lists them")
+        await self.leave_session(sid, session_id)
+        await self.enter_room(sid, room(session_id))
+        await self.enter_room(sid, room(session_id, "inline" if inline else "refs"))
+        return {"ok": True, "session_id": session_id, "inline_images": inline}
+
+    async def on_leave(self, sid: str, data: Any = None) -> dict:
+        if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
+            return error_body("invalid_leave", 'leave with {"session_id": "<id>"}')
+        await self.leave_session(sid, data["session_id"])
+        return {"ok": True}
+
+    async def leave_session(self, sid: str, session_id: str) -> None:
+        for name in (room(session_id), room(session_id, "refs"), room(session_id, "inline")):
+            await self.leave_room(sid, name)
+
+    def _exists(self, session_id: str) -> bool:
+        return session_path(session_id, self.options.home).is_file()
+
+
+def _refused(code: str, message: str) -> socketio.exceptions.ConnectionRefusedError:
+    """A refused connect: the client's ``connect_error`` gets ``message``, and ``data``
+    ``{"code", "message"}``."""
+    return socketio.exceptions.ConnectionRefusedError(message,
+                                                      {"code": code, "message": message})

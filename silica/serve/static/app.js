@@ -1,0 +1,564 @@
+// The silica serve page: the HTTP API through fetch, a session's events through EventSource.
+// Text from models, tools and files is only ever inserted as text nodes, never parsed as HTML.
+
+const $ = (id) => document.getElementById(id);
+const log = $("log");
+const prompt = $("prompt");
+const previews = $("previews");
+const composerError = $("composer-error");
+const turnStatus = $("turn-status");
+const LIST_REFRESH_MS = 4000; // sessions started elsewhere (the CLI, a script) show up this fast
+
+const state = {
+  sid: null, // the open session
+  source: null, // its EventSource
+  ready: Promise.resolve(), // resolves once the event stream is open
+  loading: false, // history is being drawn: events wait in `queue`
+  queue: [],
+  turns: new Map(), // turn key -> {root, text, tools: Map(call_id -> view), images: Set}
+  attachments: [], // {file, name, url, li, note}
+  ended: new Set(), // turns that have ended (turn_end or error)
+  listed: "", // the last sessions list drawn, to redraw only on change
+  elsewhere: false, // the history said a turn runs, and none of its events came here
+  sending: false,
+};
+
+/** An element; string children become text nodes (safe), attributes are set as given. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === true) node.setAttribute(key, "");
+    else if (value !== false && value != null) node.setAttribute(key, String(value));
+  }
+  node.append(...children.filter((c) => c != null && c !== false));
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Call the API; a failure becomes an ApiError carrying the daemon's own message. */
+async function api(path, { method = "GET", json, body } = {}) {
+  const init = { method, headers: { accept: "application/json" }, body };
+  if (json !== undefined) {
+    init.body = JSON.stringify(json);
+    init.headers["content-type"] = "application/json";
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "unreachable", "silica serve does not answer: is it still running?");
+  }
+  const data = await res.json().catch(() => null);
+  if (res.ok) return data;
+  if (res.status === 401) {
+    throw new ApiError(401, "unauthorized",
+      "This daemon needs its token: open the link that silica serve printed (with ?token=).");
+  }
+  const err = (data && data.error) || {};
+  throw new ApiError(res.status, err.code || `http_${res.status}`,
+    err.message || `The daemon answered HTTP ${res.status}.`);
+}
+
+const sessionPath = (sid, rest = "") => `/sessions/${encodeURIComponent(sid)}${rest}`;
+
+// -- the sessions list ------------------------------------------------------------------
+
+function describe(s) {
+  const parts = [`${s.messages} message${s.messages === 1 ? "" : "s"}`];
+  if (s.images) parts.push(`${s.images} image${s.images === 1 ? "" : "s"}`);
+  const when = new Date(s.updated);
+  if (!Number.isNaN(when.getTime())) parts.push(when.toLocaleString());
+  if (s.running) parts.push("running");
+  return parts.join(" · ");
+}
+
+const titleOf = (s) => s.title || `Untitled session ${s.id.slice(0, 8)}`;
+
+async function refreshSessions() {
+  let sessions;
+  try {
+    ({ sessions } = await api("/sessions"));
+  } catch (err) {
+    $("sessions-status").textContent = err.message;
+    return;
+  }
+  $("sessions-status").textContent = sessions.length ? "" : "No sessions yet.";
+  const current = sessions.find((s) => s.id === state.sid);
+  if (current && state.elsewhere && !current.running && !state.loading) {
+    state.elsewhere = false; // a turn run by another process (silica chat) has ended
+    openSession(state.sid, { reconnect: true });
+  }
+  const drawn = JSON.stringify([state.sid, sessions]);
+  if (drawn === state.listed) return; // redrawing would move the keyboard focus for nothing
+  state.listed = drawn;
+  const focused = document.activeElement?.closest?.("#sessions li");
+  const refocus = focused && [focused.dataset.sid, document.activeElement.className];
+  $("sessions").replaceChildren(...sessions.map((s) => el("li", { "data-sid": s.id },
+    el("button", { type: "button", class: "open",
+      "aria-current": s.id === state.sid ? "true" : false },
+      el("span", { class: "title" }, titleOf(s)), el("span", { class: "meta" }, describe(s))),
+    el("button", { type: "button", class: "delete", "aria-label": `Delete ${titleOf(s)}`,
+      title: "Delete this session and its images" }, "✕"))));
+  if (refocus) {
+    const li = [...$("sessions").children].find((item) => item.dataset.sid === refocus[0]);
+    li?.querySelector(`button.${refocus[1].split(" ")[0]}`)?.focus();
+  }
+  if (current) $("session-title").textContent = titleOf(current);
+}
+
+$("sessions").addEventListener("click", async (event) => {
+  const button = event.target.closest("button");
+  const sid = button?.closest("li")?.dataset.sid;
+  if (!sid) return;
+  if (button.classList.contains("open")) {
+    if (sid === state.sid) openSession(sid, { reconnect: true }); // drawn again, from disk
+    else select(sid);
+    return;
+  }
+  const title = button.closest("li").querySelector(".title").textContent;
+  if (!confirm(`Delete “${title}” and its images?`)) return;
+  try {
+    await api(sessionPath(sid), { method: "DELETE" });
+    if (sid === state.sid) location.hash = "";
+  } catch (err) {
+    $("sessions-status").textContent = err.message;
+  }
+  refreshSessions();
+});
+
+$("new-session").addEventListener("click", async () => {
+  try {
+    const { session_id: sid } = await api("/sessions", { method: "POST", json: {} });
+    select(sid);
+    prompt.focus();
+  } catch (err) {
+    $("sessions-status").textContent = err.message;
+  }
+});
+
+// -- drawing a conversation ---------------------------------------------------------------
+
+/** Keep the log scrolled to the end while the reader is at the end. */
+function update(draw) {
+  const follow = log.scrollHeight - log.scrollTop - log.clientHeight < 120;
+  draw();
+  if (follow) log.scrollTop = log.scrollHeight;
+}
+
+function turnView(key) {
+  let view = state.turns.get(key);
+  if (!view) {
+    view = { root: el("article", { class: "turn" }), text: null, tools: new Map(),
+      images: new Set() };
+    log.append(view.root);
+    state.turns.set(key, view);
+  }
+  return view;
+}
+
+/** A lazy-loaded image; a click (or Enter) shows it at full size. */
+function picture(image) {
+  const alt = image.alt || image.alt_text || image.name || "image";
+  const img = el("img", { loading: "lazy", decoding: "async", alt, src: image.url,
+    width: image.width, height: image.height });
+  return el("button", { type: "button", class: "thumb", "data-url": image.url,
+    "aria-label": `Show full size: ${alt}` }, img);
+}
+
+function userMessage(view, text, images = []) {
+  view.text = null;
+  view.root.append(el("div", { class: "msg user" },
+    el("h3", { class: "who" }, "You"),
+    text ? el("p", { class: "text" }, text) : null,
+    images.length ? el("div", { class: "images" }, ...images.map(picture)) : null));
+}
+
+function appendText(view, text) {
+  if (!view.text) {
+    view.text = el("p", { class: "text" });
+    view.root.append(el("div", { class: "msg assistant" }, view.text));
+  }
+  view.text.append(text);
+}
+
+function toolCall(view, callId, name, input) {
+  view.text = null;
+  const state_ = el("span", { class: "state" }, "running…");
+  const output = el("div", { class: "output" });
+  const details = el("details", { class: "tool" },
+    el("summary", {}, el("span", { class: "name" }, name || "tool"), " ", state_),
+    el("h4", {}, "Input"), el("pre", { class: "input" }, JSON.stringify(input ?? {}, null, 2)),
+    el("h4", {}, "Output"), output);
+  view.root.append(details);
+  const tool = { details, state: state_, output };
+  view.tools.set(callId, tool);
+  return tool;
+}
+
+function toolResult(view, { call_id, name, is_error, text, images = [] }) {
+  const tool = view.tools.get(call_id) || toolCall(view, call_id, name, {});
+  const count = images.length ? ` · ${images.length} image${images.length > 1 ? "s" : ""}` : "";
+  tool.state.textContent = (is_error ? "failed" : "done") + count;
+  tool.details.classList.toggle("error", Boolean(is_error));
+  tool.output.replaceChildren(
+    text ? el("pre", {}, text) : null,
+    images.length ? el("div", { class: "images" }, ...images.map(picture)) : null);
+  if (!text && !images.length) tool.output.append(el("p", { class: "meta" }, "(no output)"));
+  for (const image of images) view.images.add(image.image_id);
+}
+
+function note(view, className, text) {
+  view.text = null;
+  view.root.append(el("p", { class: className }, text));
+}
+
+function renderHistory(history) {
+  state.turns.clear();
+  log.replaceChildren();
+  $("session-title").textContent = history.title || "Untitled session";
+  $("session-meta").textContent = [history.provider, history.model].filter(Boolean).join(" · ");
+  for (const message of history.messages) {
+    const view = turnView(`history:${message.turn}`);
+    const content = message.content || [];
+    if (message.role === "user") {
+      const text = content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+      const images = content.filter((c) => c.type === "image_ref");
+      if (text || images.length) userMessage(view, text, images);
+      for (const r of content.filter((c) => c.type === "tool_result")) {
+        const parts = r.content || [];
+        toolResult(view, { ...r,
+          text: parts.filter((c) => c.type === "text").map((c) => c.text).join("\n"),
+          images: parts.filter((c) => c.type === "image_ref") });
+      }
+      continue;
+    }
+    for (const item of content) {
+      if (item.type === "text") appendText(view, item.text);
+      else if (item.type === "tool_call") toolCall(view, item.id, item.name, item.input);
+      else if (item.type === "image_ref") view.root.append(picture(item));
+    }
+  }
+  for (const turn of history.turns || []) {
+    if (turn.status === "interrupted") {
+      note(turnView(`history:${turn.turn}`), "meta", "This turn was interrupted.");
+    }
+  }
+  if (!history.messages.length) log.append(el("p", { class: "hint" }, "Say something to begin."));
+  busy(Boolean(history.running));
+  state.elsewhere = Boolean(history.running);
+  log.scrollTop = log.scrollHeight;
+}
+
+// -- events ----------------------------------------------------------------------------
+
+function usageLine({ usage = {}, stop_reason }) {
+  const parts = [`${usage.input_tokens ?? 0} in`, `${usage.output_tokens ?? 0} out`];
+  if (usage.cache_read_tokens) parts.push(`${usage.cache_read_tokens} cache read`);
+  if (usage.cache_write_tokens) parts.push(`${usage.cache_write_tokens} cache write`);
+  const stop = stop_reason && stop_reason !== "end_turn" ? ` · stopped: ${stop_reason}` : "";
+  return `tokens: ${parts.join(", ")}${stop}`;
+}
+
+const handlers = {
+  message(d) {
+    log.querySelector(".hint")?.remove();
+    userMessage(turnView(d.turn_id), d.text, d.images || []);
+    busy(true);
+  },
+  text_delta: (d) => appendText(turnView(d.turn_id), d.text),
+  tool_call: (d) => toolCall(turnView(d.turn_id), d.call_id, d.name, d.input),
+  tool_result: (d) => toolResult(turnView(d.turn_id), d),
+  tool_note(d) { // something the daemon says of a result (it could not keep an image...)
+    const tool = turnView(d.turn_id).tools.get(d.call_id);
+    if (tool) tool.output.append(el("p", { class: "meta" }, d.text));
+  },
+  image(d) {
+    const view = turnView(d.turn_id);
+    if (view.images.has(d.image_id)) return; // already shown with its tool result
+    view.images.add(d.image_id);
+    view.text = null;
+    view.root.append(picture(d));
+  },
+  turn_end(d) {
+    state.ended.add(d.turn_id);
+    note(turnView(d.turn_id), "usage", usageLine(d));
+    busy(false);
+    refreshSessions();
+  },
+  error(d) {
+    state.ended.add(d.turn_id);
+    note(turnView(d.turn_id || "errors"), "error", `Error: ${d.message || d.code}`);
+    busy(false);
+  },
+};
+
+/** While a turn runs, screen readers wait for the whole answer instead of every piece. */
+function busy(running) {
+  log.setAttribute("aria-busy", String(running));
+  turnStatus.textContent = running ? "The model is answering…" : "";
+}
+
+function receive(name, data) {
+  state.elsewhere = false;
+  if (state.loading) state.queue.push([name, data]);
+  else update(() => handlers[name](data));
+}
+
+function connect(sid) {
+  state.source?.close();
+  const source = new EventSource(sessionPath(sid, "/events"));
+  state.source = source;
+  let opened = false;
+  state.ready = new Promise((resolve) => source.addEventListener("open", resolve, { once: true }));
+  source.addEventListener("open", () => {
+    if (opened) openSession(sid, { reconnect: true }); // events were missed: redraw
+    opened = true;
+  });
+  for (const name of Object.keys(handlers)) {
+    source.addEventListener(name, (event) => {
+      if (source !== state.source || typeof event.data !== "string") {
+        if (name === "error" && source.readyState === EventSource.CLOSED) {
+          turnStatus.textContent = "Lost the event stream: reload the page to reconnect.";
+        }
+        return; // the connection's own error event (EventSource reconnects by itself)
+      }
+      let data;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      receive(name, data);
+    });
+  }
+}
+
+async function openSession(sid, { reconnect = false } = {}) {
+  if (!reconnect) {
+    state.sid = sid; // the draft (text and images) stays: it may be meant for this one
+    composerError.textContent = "";
+    $("composer").hidden = false;
+    connect(sid);
+  }
+  state.loading = true;
+  state.queue = [];
+  try {
+    const history = await api(sessionPath(sid, "/history"));
+    if (state.sid !== sid) return;
+    renderHistory(history);
+  } catch (err) {
+    if (state.sid !== sid) return;
+    log.replaceChildren(el("p", { class: "error" }, err.message));
+    if (err.status === 404) {
+      state.source?.close();
+      $("composer").hidden = true;
+    }
+  } finally {
+    if (state.sid === sid) {
+      state.loading = false;
+      if (state.queue.length) state.elsewhere = false;
+      for (const [name, data] of state.queue.splice(0)) update(() => handlers[name](data));
+    }
+  }
+  state.listed = "";
+  refreshSessions();
+}
+
+function closeSession() {
+  state.source?.close();
+  state.source = null;
+  state.sid = null;
+  state.turns.clear();
+  $("composer").hidden = true;
+  $("session-title").textContent = "No session selected";
+  $("session-meta").textContent = "";
+  turnStatus.textContent = "";
+  log.replaceChildren(el("p", { class: "hint" },
+    "Start a new session, or choose one from the list."));
+  state.listed = "";
+  refreshSessions();
+}
+
+/** Open a session and keep its id in the URL, so that a reload comes back to it. */
+function select(sid) {
+  if (sid !== state.sid) openSession(sid);
+  if (location.hash.slice(1) !== encodeURIComponent(sid)) location.hash = encodeURIComponent(sid);
+}
+
+function followHash() {
+  const sid = decodeURIComponent(location.hash.slice(1));
+  if (!sid) closeSession();
+  else if (sid !== state.sid) openSession(sid);
+}
+
+// -- images to send ------------------------------------------------------------------------
+
+function uniqueName(name) {
+  const taken = new Set(state.attachments.map((a) => a.name));
+  if (!taken.has(name)) return name;
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  let n = 2;
+  while (taken.has(`${stem}-${n}${ext}`)) n += 1;
+  return `${stem}-${n}${ext}`;
+}
+
+function addFiles(files) {
+  for (const file of files) {
+    if (file.type && !file.type.startsWith("image/")) {
+      composerError.textContent = `${file.name} is not an image: attach PNG, JPEG, GIF or WebP.`;
+      continue;
+    }
+    const ext = (file.type.split("/")[1] || "png").replace("jpeg", "jpg").split("+")[0];
+    const name = uniqueName(file.name && file.name !== "image.png" ? file.name : `pasted.${ext}`);
+    const url = URL.createObjectURL(file);
+    const noteEl = el("p", { class: "refusal" });
+    const li = el("li", {},
+      el("img", { src: url, alt: `Preview of ${name}` }),
+      el("span", { class: "name" }, name),
+      el("button", { type: "button", class: "remove", "aria-label": `Remove ${name}` }, "✕"),
+      noteEl);
+    const attachment = { file, name, url, li, note: noteEl };
+    li.querySelector("button").addEventListener("click", () => removeAttachment(attachment));
+    state.attachments.push(attachment);
+    previews.append(li);
+  }
+}
+
+function removeAttachment(attachment) {
+  const i = state.attachments.indexOf(attachment);
+  if (i < 0) return;
+  state.attachments.splice(i, 1);
+  URL.revokeObjectURL(attachment.url);
+  attachment.li.remove();
+  const next = state.attachments[i] || state.attachments[i - 1];
+  (next ? next.li.querySelector("button") : prompt).focus();
+  if (!state.attachments.some((a) => a.note.textContent)) composerError.textContent = "";
+}
+
+function clearAttachments() {
+  for (const a of state.attachments) URL.revokeObjectURL(a.url);
+  state.attachments = [];
+  previews.replaceChildren();
+}
+
+/** Show a refusal next to the image it names ("image 2 (...)"), or next to the composer. */
+function showRefusal(err) {
+  for (const a of state.attachments) a.note.textContent = "";
+  const index = /^image (\d+)\b/.exec(err.message);
+  const named = index ? state.attachments[Number(index[1]) - 1]
+    : state.attachments.filter((a) => err.message.includes(a.name))
+      .sort((a, b) => b.name.length - a.name.length)[0];
+  if (named) {
+    named.note.textContent = err.message;
+    named.li.classList.add("refused");
+    composerError.textContent = `${named.name} was refused; remove it or replace it to send.`;
+  } else {
+    composerError.textContent = err.message;
+  }
+}
+
+$("files").addEventListener("change", (event) => {
+  addFiles(event.target.files);
+  event.target.value = ""; // the same file may be chosen again
+});
+
+document.addEventListener("paste", (event) => {
+  if (!state.sid) return;
+  const items = [...(event.clipboardData?.items || [])];
+  const files = items.filter((i) => i.kind === "file").map((i) => i.getAsFile()).filter(Boolean);
+  if (!files.length) return; // plain text pastes as usual
+  event.preventDefault();
+  addFiles(files);
+});
+
+const main = document.querySelector("main");
+main.addEventListener("dragover", (event) => {
+  if (!state.sid || !event.dataTransfer.types.includes("Files")) return;
+  event.preventDefault();
+  main.classList.add("dropping");
+});
+main.addEventListener("dragleave", (event) => {
+  if (!main.contains(event.relatedTarget)) main.classList.remove("dropping");
+});
+main.addEventListener("drop", (event) => {
+  main.classList.remove("dropping");
+  if (!state.sid || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  addFiles(event.dataTransfer.files);
+});
+
+// -- sending ---------------------------------------------------------------------------
+
+async function send() {
+  const sid = state.sid;
+  const text = prompt.value;
+  if (!sid || state.sending || (!text.trim() && !state.attachments.length)) return;
+  state.sending = true;
+  composerError.textContent = "";
+  const form = new FormData();
+  form.append("message", text);
+  for (const a of state.attachments) form.append("images[]", a.file, a.name);
+  // the stream should be open before the turn starts, so that no event is missed
+  await Promise.race([state.ready, new Promise((r) => setTimeout(r, 3000))]);
+  try {
+    const { turn_id } = await api(sessionPath(sid, "/messages"), { method: "POST", body: form });
+    if (state.sid === sid) {
+      prompt.value = "";
+      clearAttachments();
+      if (!state.ended.has(turn_id)) busy(true); // a quick turn may have ended already
+    }
+  } catch (err) {
+    showRefusal(err);
+  } finally {
+    state.sending = false;
+  }
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+
+prompt.addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+  if (event.ctrlKey || event.altKey || event.metaKey) return;
+  event.preventDefault();
+  send();
+});
+
+// -- the full-size viewer ------------------------------------------------------------------
+
+const viewer = $("viewer");
+let opener = null;
+log.addEventListener("click", (event) => {
+  const thumb = event.target.closest("button.thumb");
+  if (!thumb) return;
+  opener = thumb;
+  $("viewer-img").src = thumb.dataset.url;
+  $("viewer-img").alt = thumb.querySelector("img").alt;
+  viewer.showModal();
+});
+viewer.addEventListener("click", (event) => {
+  if (event.target === viewer) viewer.close(); // a click on the backdrop
+});
+viewer.addEventListener("close", () => {
+  $("viewer-img").removeAttribute("src");
+  opener?.focus();
+});
+
+// -- start -------------------------------------------------------------------------------
+
+window.addEventListener("hashchange", followHash);
+window.addEventListener("focus", refreshSessions);
+setInterval(() => {
+  if (document.visibilityState === "visible") refreshSessions();
+}, LIST_REFRESH_MS);
+followHash(); // draws the sessions list too

@@ -1,0 +1,306 @@
+"""Several ``silica serve`` processes sharing events through a real Redis (``--redis URL``):
+clients of one daemon see the turns another runs, once each and in order; a Redis that is
+not there stops the start with a clear error; a Redis that goes away mid-run is logged, the
+daemons keep serving, and they reconnect once it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import script_tool, simple_spec
+from PIL import Image
+from serve_daemon import SioListener, SseReader, daemon_env, free_port, start_daemon
+from wire import anthropic_server, text, tool_call
+
+REDIS_SERVER = "/usr/bin/redis-server"
+WAIT = 60.0  # seconds a daemon may take to notice Redis come and go
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` on 127.0.0.1 (no persistence), in a temporary folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = folder, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> RedisServer:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / "redis.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with redis.Redis(port=self.port, socket_connect_timeout=1) as client:
+                    client.ping()
+                return self
+            except redis.ConnectionError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("redis-server did not start: "
+                                         + (self.folder / "redis.log").read_text()) from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def png(size=(240, 160), color=(200, 60, 40)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def tools_for(home: Path) -> None:
+    picture = base64.b64encode(png()).decode()
+    script_tool(home / "tools", "picture.py", simple_spec("picture"), body=f"""
+        import json
+        print(json.dumps({{"media_type": "image/png", "base64": {picture!r}}}))
+    """)
+    script_tool(home / "tools", "gate.py", simple_spec("gate", path="string"), body="""
+        import os, sys, time
+        path = sys.argv[sys.argv.index("--path") + 1]
+        for _ in range(1200):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        print("opened")
+    """)
+
+
+def two_daemons(root: Path, srv, url: str):
+    """Daemons A and B on the same ``SILICA_HOME`` and the same Redis."""
+    home = root / "home"
+    env = {**srv.env, "SILICA_PROVIDER": "anthropic"}
+    a = start_daemon(home, env=env, args=["--redis", url], cwd=root)
+    try:
+        b = start_daemon(home, env=env, args=["--redis", url], cwd=root)
+    except BaseException:
+        a.stop()
+        raise
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve-redis")
+    tools_for(root / "home")
+    server = RedisServer(root / "redis").start()
+    try:
+        with anthropic_server([]) as srv:
+            a, b = two_daemons(root, srv, server.url)
+            with a, b:
+                yield {"a": a, "b": b, "srv": srv}
+    finally:
+        server.stop()
+
+
+def new_session(daemon) -> str:
+    with daemon.client() as http:
+        made = http.post("/sessions", json={})
+    assert made.status_code == 201, made.text
+    return made.json()["session_id"]
+
+
+async def post(daemon, sid: str, message: str, **query):
+    async with daemon.async_client() as client:
+        return await client.post(f"/sessions/{sid}/messages", params=query,
+                                 json={"message": message})
+
+
+def names(events) -> list[str]:
+    return [name for name, _ in events]
+
+
+def by_name(events) -> dict:
+    return {name: data for name, data in events}
+
+
+# -- events across daemons ----------------------------------------------------------------
+
+
+def test_clients_of_a_see_every_event_of_a_turn_run_by_b_once_and_in_order(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    srv.add(text("Drawing it. ") + tool_call("picture"), text("A red card."),
+            text("Still red."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a, \
+                SseReader(a, sid, inline=True) as inline_a, SseReader(b, sid) as sse_b, \
+                SioListener(b, sid) as sio_b:
+            readers = (sse_a, sio_a, inline_a, sse_b, sio_b)
+            sent = await post(b, sid, "draw a card")
+            assert sent.status_code == 202, sent.text
+            first = [await r.until("turn_end") for r in readers]
+            # a second turn: nothing of the first may arrive again before its events
+            sent = await post(b, sid, "and now?")
+            assert sent.status_code == 202, sent.text
+            second = [await r.until("turn_end") for r in readers]
+            return first, second
+
+    first, second = asyncio.run(run())
+    sse_a, sio_a, inline_a, sse_b, sio_b = first
+    # every client of either daemon saw the same events, in the same order
+    assert sse_a == sio_a == sse_b == sio_b
+    seen = names(sse_a)
+    assert seen[0] == "message" and seen[-1] == "turn_end"
+    for once in ("message", "tool_call", "tool_result", "image", "turn_end"):
+        assert seen.count(once) == 1, seen
+    assert seen.index("tool_call") < seen.index("tool_result") < seen.index("image")
+    deltas = "".join(d["text"] for n, d in sse_a if n == "text_delta")
+    assert deltas == "Drawing it. A red card."
+    assert by_name(sse_a)["turn_end"]["text"] == "A red card."
+    assert "image_data" not in str(sse_a)
+    # the inline client of A got the image itself, made by B for it
+    assert names(inline_a) == seen
+    [image] = by_name(inline_a)["tool_result"]["images"]
+    with a.client() as http:
+        stored = http.get(image["url"]).content
+    assert base64.b64decode(image["image_data"]) == stored
+    assert base64.b64decode(by_name(inline_a)["image"]["image_data"]) == stored
+    assert Image.open(io.BytesIO(stored)).size == (240, 160)
+    for events in second:
+        assert names(events) == ["message"] + ["text_delta"] * (len(events) - 2) + ["turn_end"]
+        assert by_name(events)["turn_end"]["text"] == "Still red."
+    # the session both daemons share holds both turns, read through A
+    with a.client() as http:
+        body = http.get(f"/sessions/{sid}/history").json()
+    assert body["turns"] == [{"turn": 1, "status": "complete"},
+                             {"turn": 2, "status": "complete"}]
+
+
+def test_an_inline_socketio_client_of_a_gets_the_images_of_a_turn_run_by_b(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    srv.add(tool_call("picture"), text("Here it is."))
+    sid = new_session(b)
+
+    async def run():
+        async with SioListener(a, sid, inline=True) as inline_a:
+            assert inline_a.joined["inline_images"] is True
+            sent = await post(b, sid, "draw")
+            assert sent.status_code == 202, sent.text
+            return await inline_a.until("turn_end")
+
+    events = asyncio.run(run())
+    [image] = by_name(events)["tool_result"]["images"]
+    with b.client() as http:
+        stored = http.get(image["url"]).content
+    assert image["image_mime"] == "image/png"
+    assert base64.b64decode(image["image_data"]) == stored
+    assert base64.b64decode(by_name(events)["image"]["image_data"]) == stored
+
+
+def test_a_session_runs_one_turn_at_a_time_across_daemons(pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(b)
+
+    async def run():
+        async with SseReader(b, sid) as sse_b:
+            started = await post(a, sid, "wait for the gate")
+            assert started.status_code == 202, started.text
+            await sse_b.until("tool_call")
+            refused = await post(b, sid, "me too")
+            gate.write_text("go")
+            return refused, await sse_b.until("turn_end")
+
+    refused, events = asyncio.run(run())
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "turn_running"
+    assert by_name(events)["turn_end"]["text"] == "Opened."
+
+
+# -- Redis that is not there, or goes away ------------------------------------------------
+
+
+def test_a_redis_that_cannot_be_reached_stops_the_start_with_what_to_do(tmp_path):
+    url = f"redis://:s3cret-pass@127.0.0.1:{free_port()}/0"
+    run = subprocess.run(
+        [sys.executable, "-m", "silica", "serve", "--port", str(free_port()), "--redis", url],
+        cwd=tmp_path, env=daemon_env(tmp_path / "home"), capture_output=True, text=True,
+        timeout=120)
+    assert run.returncode != 0
+    assert run.stdout == ""  # no start line: it never listened
+    assert "cannot reach Redis at redis://***@127.0.0.1:" in run.stderr
+    assert "start it, or drop --redis" in run.stderr
+    assert "s3cret-pass" not in run.stderr and "Traceback" not in run.stderr
+
+
+def wait_for_log(daemon, words: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while words not in daemon.stderr():
+        assert daemon.proc.poll() is None, f"the daemon died:\n{daemon.stderr()}"
+        assert time.monotonic() < deadline, f"no {words!r} in the log:\n{daemon.stderr()}"
+        time.sleep(0.1)
+
+
+def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_path):
+    tools_for(tmp_path / "home")
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with anthropic_server([]) as srv:
+            a, b = two_daemons(tmp_path, srv, server.url)
+            with a, b:
+                sid = new_session(a)
+
+                async def turn(reply: str, *listeners) -> list:
+                    """B runs a turn; what B's own SSE client heard of it."""
+                    srv.add(text(reply))
+                    sent = await post(b, sid, "say something", wait="true")
+                    assert sent.status_code == 200, sent.text
+                    assert sent.json()["text"] == reply
+                    return [await listener.until("turn_end") for listener in listeners]
+
+                async def run():
+                    # A's clients stay connected to A all along
+                    async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a:
+                        async with SseReader(b, sid) as sse_b:
+                            await turn("Before.", sse_a, sio_a, sse_b)
+                        await asyncio.to_thread(server.stop)
+                        for daemon in (a, b):
+                            await asyncio.to_thread(wait_for_log, daemon,
+                                                    "lost Redis at redis://127.0.0.1:")
+                        # both still serve HTTP; B's own clients still hear B's turn
+                        for daemon in (a, b):
+                            async with daemon.async_client() as http:
+                                listed = await http.get("/sessions")
+                            assert listed.status_code == 200
+                            assert sid in [s["id"] for s in listed.json()["sessions"]]
+                        async with SseReader(b, sid) as sse_b:
+                            [during_b] = await turn("During.", sse_b)
+                        await asyncio.to_thread(server.start)  # the same port again
+                        for daemon in (a, b):
+                            await asyncio.to_thread(wait_for_log, daemon,
+                                                    "is back: events are shared")
+                        await turn("After.", sse_a, sio_a)
+                        return during_b, sse_a.events, sio_a.events
+
+                during_b, heard_sse_a, heard_sio_a = asyncio.run(run())
+                assert by_name(during_b)["turn_end"]["text"] == "During."
+                # A's clients heard the turns before and after, and nothing of the one
+                # said while Redis was gone
+                for heard in (heard_sse_a, heard_sio_a):
+                    ends = [d["text"] for n, d in heard if n == "turn_end"]
+                    assert ends == ["Before.", "After."]
+                    assert names(heard).count("message") == 2
+                assert b.stop() == 0 and a.stop() == 0  # a clean stop, Redis bus and all
+            for daemon in (a, b):
+                log = daemon.stderr()
+                assert log.count("lost Redis") == 1  # once for the outage, not per event
+                assert "Traceback" not in log
+    finally:
+        server.stop()
