@@ -17,7 +17,6 @@ API cannot read) becomes a ``ProviderError`` saying what to change. A stream tha
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,8 @@ from silica.providers.errors import (
     api_message,
     connection_error,
     http_error,
+    image_refusal,
+    refused,
     response_error,
     stream_error,
     too_deep,
@@ -122,71 +123,7 @@ def to_responses(request: Request, detail: str = "high") -> dict[str, Any]:
     return params
 
 
-# -- errors that name an image ----------------------------------------------------------
-
-_IMAGE = r"(image|input_image|image_url|multimodal|vision)"
-_REFUSALS: list[tuple[str, re.Pattern[str]]] = [
-    ("too_many", re.compile(r"too many images|at most \d+ images?|images?,? exceed"
-                            r"|images? (limit|per request)|maximum (number of )?images", re.I)),
-    ("no_images", re.compile(
-        rf"{_IMAGE}.{{0,80}}(not supported|only supported|does not support|unsupported by)"
-        rf"|(does not|doesn't|cannot) (support|accept|take|read) (\w+ )?{_IMAGE}"
-        r"|only supports? text|expected .?text\b|not a multimodal model"
-        r"|(unknown variant|invalid value:?) .?(input_image|image_url)"
-        rf"|{_IMAGE}.{{0,40}}is not one of", re.I)),
-    ("too_large", re.compile(
-        rf"{_IMAGE}.{{0,120}}(too large|too long|too big|exceeds?|maximum (size|length)"
-        r"|max size|larger than)|(too large|exceeds?).{0,40}image", re.I)),
-    ("invalid", re.compile(
-        rf"invalid {_IMAGE}|{_IMAGE}.{{0,60}}(invalid|not valid|corrupt|could not be|cannot be"
-        r"|failed to|unsupported|unable to)|(could not|unable to|failed to) (process|decode"
-        rf"|read|parse|load) (the |an? )?{_IMAGE}|not represent a valid image"
-        r"|unsupported (image|mime type)", re.I)),
-]
-_LIMIT = re.compile(r"(?:max(?:imum)?(?: number)?(?: of)?(?: is)?|at most|limit(?: of| is)?)"
-                    r"\s*:?\s*(\d+)", re.I)
-
-
-def image_refusal(detail: str) -> str | None:
-    """Which image problem a 400's text names: ``no_images`` (the model takes none),
-    ``too_large``, ``too_many``, ``invalid``; ``None`` when it names none."""
-    for kind, pattern in _REFUSALS:
-        if pattern.search(detail):
-            return kind
-    return None
-
-
-def refused(ep: Endpoint, kind: str, detail: str, where: str = "HTTP 400") -> ProviderError:
-    """The ``ProviderError`` for an image problem of ``kind`` (see ``image_refusal``); its
-    ``image_problem`` attribute is ``kind``, for a caller that acts on it."""
-    detail = detail.strip()[:500].rstrip(".")
-    said = f"{ep.label} ({where}): {detail}"
-    fresh = ("The history is re-sent every turn, so start a new session after the change "
-             "(a resumed one still holds the image).")
-    if kind == "no_images":
-        error = ProviderError(
-            f"model {ep.model!r} takes no images: {said}. Set `vision = false` in "
-            "config.toml (or SILICA_VISION=false) to send it a text line in place of each "
-            "image, or choose a model that sees images with --model.")
-    elif kind == "too_large":
-        error = ProviderError(
-            f"an image was too large for {ep.model!r}: {said}. Lower `max_base64_bytes` or "
-            f"`target_long_side` under [images] in config.toml so images are fitted smaller. "
-            f"{fresh}")
-    elif kind == "too_many":
-        found = _LIMIT.search(detail)
-        cap = f" to {found.group(1)} or fewer" if found else ""
-        error = ProviderError(
-            f"the request held too many images for {ep.model!r}: {said}. Set "
-            f"`max_images_per_request`{cap} under [images] in config.toml: older images are "
-            "then sent as text lines.")
-    else:
-        error = ProviderError(
-            f"{ep.label} could not read an image sent to {ep.model!r} ({where}): {detail}. "
-            "silica checks every image before it is sent, so this API may not take that kind "
-            f"of image; send it as PNG or JPEG. {fresh}")
-    error.image_problem = kind  # type: ignore[attr-defined]
-    return error
+# -- errors that name an image (the patterns are shared: silica.providers.errors) ------
 
 
 def _status_error(ep: Endpoint, status: int, detail: str) -> ProviderError:
