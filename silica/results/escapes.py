@@ -1,15 +1,26 @@
-"""What the terminal image extractors (kitty, iTerm2) share.
+"""What the terminal image extractors (kitty, iTerm2, sixel) share.
 
-``Extraction`` is their common result. The rest is plumbing: a base64 decoder that takes its
-input in pieces, the tmux and GNU screen passthrough unwrappers, a fast search for escape
-sequences (``find_escape``), and ``StreamExtractor``, the walk over the text that both
-extractors build on.
+They read a tool's output as the bytes it wrote: escape sequences are found with a SIMD
+substring search (``find_escape``), ``bytes.find`` and compiled bytes patterns, an image's
+base64 is decoded straight from slices of those bytes (``memoryview``, no copy), and only
+what is left once the images are cut out is decoded to text, once (``Cut.text``). ``Cut``
+is their common result. The rest is plumbing: the bytes of the text a tool printed
+(``output_bytes``), a base64 decoder that takes its input in pieces, the tmux and GNU screen
+passthrough unwrappers, and ``StreamExtractor``, the walk over the output that the kitty and
+iTerm2 extractors build on.
+
+The text a ``Cut`` decodes to is the text the extractor would give for the output decoded
+first (UTF-8, bad bytes replaced) and then read: a piece of output left in front of a cut
+ends as it would have ended on its own (``seal``), so bytes on either side of a removed
+image never join into a character they were not.
 """
 
 from __future__ import annotations
 
 import binascii
+import codecs
 import re
+from dataclasses import dataclass
 
 from silica.images.limits import DEFAULT_MAX_DECODED_BYTES
 from silica.images.payload import Extraction, ImagePayload
@@ -19,27 +30,95 @@ try:  # a faster decoder, used when it happens to be installed
 except ImportError:  # pragma: no cover - depends on the environment
     _pybase64 = None
 
+try:  # a SIMD substring search (a dependency; without it, find_escape hops on bytes.find)
+    import stringzilla as _stringzilla
+except ImportError:  # pragma: no cover - depends on the environment
+    _stringzilla = None
+
 # One image's base64 text above this is dropped, unread.
 MAX_BASE64_CHARS = 64 * 1024 * 1024
 # Decompressed (``o=z``) data, or what raw pixels take to turn into PNG, above this is
 # dropped: the default decoding budget of one image (``ImageLimits.max_decoded_bytes``).
 MAX_DECODED_BYTES = DEFAULT_MAX_DECODED_BYTES
 
-ESC = "\x1b"
-BEL = "\x07"
-ST = "\x1b\\"
-TMUX = "\x1bPtmux;"
-SCREEN = "\x1bP"
+ESC = b"\x1b"
+BEL = b"\x07"
+ST = b"\x1b\\"
+TMUX = b"\x1bPtmux;"
+SCREEN = b"\x1bP"
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\[\]]")
-# find_escape: how far str.find looks before hopping starts, and how close hops may come
+# find_escape: how far bytes.find looks before hopping starts, and how close hops may come
 # on average before it leaves a way of hopping.
 _NEAR = 2048
 _HOP_GAP = 128
 
+Output = bytes | bytearray | memoryview
 
-def marker(text: str) -> str:
-    """A marker for the cleaned text: ``text`` in brackets."""
-    return f"[{text}]"
+
+@dataclass(frozen=True)
+class Cut:
+    """What an extractor found in a tool's output bytes.
+
+    ``data`` is the output with the images cut out: every other byte kept, in order, and
+    each image that could not be had leaving one short ASCII marker in brackets where it
+    was; ``images`` holds the images in the order they completed. ``errors`` is how the
+    bytes decode (``"replace"`` for a tool's output; ``"surrogatepass"`` for text that was
+    encoded to be read, see ``output_bytes``). When nothing was found, ``data`` is the very
+    object that was read.
+    """
+
+    data: bytes | bytearray
+    images: list[ImagePayload]
+    errors: str = "replace"
+
+    def text(self) -> str:
+        """``data`` decoded, as the output decoded whole would read without the images."""
+        return str(self.data, "utf-8", self.errors)
+
+    def extraction(self) -> Extraction:
+        return Extraction(text=self.text(), images=self.images)
+
+
+def output_bytes(output: str | Output) -> tuple[bytes | bytearray, str]:
+    """``output`` as bytes to scan, and the ``errors`` they decode with.
+
+    Bytes are read as they are (a ``memoryview`` is copied once: searching needs
+    ``bytes.find``); text is encoded to UTF-8, lone surrogates and all, so that it decodes
+    back to itself.
+    """
+    if isinstance(output, str):
+        return output.encode("utf-8", "surrogatepass"), "surrogatepass"
+    if isinstance(output, memoryview):
+        return output.tobytes(), "replace"
+    return output, "replace"
+
+
+def seal(piece: Output) -> Output:
+    """``piece``, with an unfinished UTF-8 character at its end made what decoding gives
+    for it there (U+FFFD, once or more).
+
+    A piece of output kept in front of something cut out must decode as it would have,
+    with what was cut still after it: the bytes after the cut must not complete a
+    character it left unfinished. ``decode(seal(a) + b) == decode(a) + decode(b)``.
+    """
+    if not piece or piece[-1] < 0x80:
+        return piece
+    tail = bytes(piece[-3:])  # an unfinished character is at most 3 bytes
+    _, used = codecs.utf_8_decode(tail, "replace", False)
+    if used == len(tail):
+        return piece
+    cut = len(piece) - len(tail) + used  # what is left is decoded as the end would decode it
+    return bytes(piece[:cut]) + tail[used:].decode("utf-8", "replace").encode()
+
+
+def text_of(data: Output, errors: str) -> str:
+    """A short slice of output (keys, arguments) as text; ``data`` ends on a character."""
+    return str(data, "utf-8", errors)
+
+
+def marker(text: str) -> bytes:
+    """A marker for the cleaned output: ``text`` in brackets."""
+    return f"[{text}]".encode()
 
 
 def safe(value: str, limit: int = 40) -> str:
@@ -49,21 +128,26 @@ def safe(value: str, limit: int = 40) -> str:
 
 
 def find_escape(
-    text: str, needle: str, start: int = 0, end: int | None = None, rare: int = 0
+    data: bytes | bytearray, needle: bytes, start: int = 0, end: int | None = None,
+    rare: int = 0,
 ) -> int:
-    """``text.find(needle, start, end)`` for a ``needle`` that begins with ESC, only faster.
+    """``data.find(needle, start, end)`` for a ``needle`` that begins with ESC, only faster.
 
-    CPython's ``str.find`` compares its way through the text (about 0.5 ns a character) for
-    a needle of two characters or more, but finds one character with memchr, tens of times
-    faster. So: the first ESC is most often the needle, or there is none (plain output);
-    else ``str.find`` looks a little way on (``_NEAR``), where each call to it costs less
-    than a hop below. Past that, this hops from one ESC to the next while they are far
-    apart. Where they come thick (colours on every line) it hops on ``needle[rare]``
-    instead, a character rare there; and if that comes thick too, ``str.find`` takes over.
-    A hop costs about 0.1 µs, hence the switch once hops come closer than ``_HOP_GAP``.
+    With stringzilla installed, its SIMD search: one call over the data, about 0.1 ns a
+    byte, however thick ESCs come. Without it: CPython's ``bytes.find`` compares its way
+    through the data (about 0.5-1 ns a byte) for a needle of two bytes or more, but finds
+    one byte with memchr, tens of times faster. So: the first ESC is most often the needle,
+    or there is none (plain output); else ``bytes.find`` looks a little way on (``_NEAR``),
+    where each call to it costs less than a hop below. Past that, this hops from one ESC to
+    the next while they are far apart. Where they come thick (colours on every line) it hops
+    on ``needle[rare]`` instead, a byte rare there; and if that comes thick too,
+    ``bytes.find`` takes over. A hop costs a ``bytes.find`` call (0.1-0.4 µs), hence the
+    switch once hops come closer than ``_HOP_GAP``.
     """
-    end = len(text) if end is None else end
-    find, startswith = text.find, text.startswith
+    end = len(data) if end is None else end
+    if _stringzilla is not None:
+        return _stringzilla.find(data, needle, start, end)
+    find, startswith = data.find, data.startswith
     i = find(ESC, start, end)
     if i < 0 or startswith(needle, i, end):
         return i
@@ -73,16 +157,16 @@ def find_escape(
         return found
     start = max(i + 1, near - len(needle) + 1)  # every start before this one was looked at
     for offset in (0, rare) if rare else (0,):
-        char = needle[offset]
-        i = find(char, start + offset, end)
+        byte = needle[offset]
+        i = find(byte, start + offset, end)
         while True:
             if i < 0:
                 return -1
             window = i
             for _ in range(64):
-                if text[i - offset] == ESC and startswith(needle, i - offset, end):
+                if data[i - offset] == 0x1B and startswith(needle, i - offset, end):
                     return i - offset
-                i = find(char, i + 1, end)
+                i = find(byte, i + 1, end)
                 if i < 0:
                     return -1
             if i - window < 64 * _HOP_GAP:
@@ -91,26 +175,48 @@ def find_escape(
     return find(needle, start, end)
 
 
-def string_end(text: str, start: int, esc: int | None = None) -> tuple[int, int]:
+def find_pair(data: bytes | bytearray, pair: bytes, start: int = 0) -> int:
+    """``data.find(pair, start)`` for two bytes whose second is rare (a C1 control in
+    UTF-8: ``\\xc2\\x90``): memchr on it, and ``bytes.find`` once it comes thick (or the
+    SIMD search of ``find_escape``)."""
+    if _stringzilla is not None:
+        return _stringzilla.find(data, pair, start)
+    find, lead, byte = data.find, pair[0], pair[1]
+    i = find(byte, start + 1)
+    hops = 0
+    while i >= 0:
+        if data[i - 1] == lead:
+            return i - 1
+        hops += 1
+        if hops == 64:
+            return find(pair, i)
+        i = find(byte, i + 1)
+    return -1
+
+
+def string_end(data: bytes | bytearray, start: int, esc: int | None = None) -> tuple[int, int]:
     """Where the APC/OSC string whose body begins at ``start`` ends, as ``(stop, end)``.
 
     ``stop`` is the index of its terminator, BEL or ST, and ``end`` the index just past it.
-    If an ESC that does not begin ST, or the end of ``text``, comes first, the string was cut
+    If an ESC that does not begin ST, or the end of ``data``, comes first, the string was cut
     off: ``stop`` is that point and ``end`` is -1. ``esc``: the first ESC from ``start``
     (-1: none), if the caller knows it.
     """
-    esc = text.find(ESC, start) if esc is None else esc
-    limit = len(text) if esc < 0 else esc
-    bel = text.find(BEL, start, limit)
+    esc = data.find(ESC, start) if esc is None else esc
+    limit = len(data) if esc < 0 else esc
+    bel = data.find(BEL, start, limit)
     if bel >= 0:
         return bel, bel + 1
-    if esc >= 0 and text.startswith("\\", esc + 1):
+    if esc >= 0 and data.startswith(b"\\", esc + 1):
         return esc, esc + 2
     return limit, -1
 
 
-def strict_decode(s: str) -> bytes | None:
-    """Decode padded base64 with nothing else in it (no whitespace); ``None`` if it is not."""
+def strict_decode(s: str | Output) -> bytes | None:
+    """Decode padded base64 with nothing else in it (no whitespace); ``None`` if it is not.
+
+    ``s`` may be ASCII text or any bytes-like object (a ``memoryview`` slice is not copied).
+    """
     try:
         if _pybase64 is not None:
             return _pybase64.b64decode(s, validate=True)
@@ -139,22 +245,25 @@ def _padded(s: str) -> bytes | None:
 
 
 class Base64Stream:
-    """Base64 text fed in pieces, decoded as it comes.
+    """Base64 fed in pieces (slices of the output bytes), decoded as it comes.
 
     Each piece may carry its own ``=`` padding (it is then decoded on its own), or stop
-    anywhere (the unfinished quantum waits for the next piece). Whitespace inside is skipped.
-    Anything else that is not base64, or more than ``MAX_BASE64_CHARS`` in all, sets ``error``
-    and frees what was decoded.
+    anywhere (the unfinished quantum waits for the next piece). Whitespace inside is skipped
+    (what ``str.split`` takes for whitespace). Anything else that is not base64, or more
+    than ``MAX_BASE64_CHARS`` characters in all, sets ``error`` and frees what was decoded.
+    A piece of whole quanta is decoded straight from the bytes; any other is read as text
+    (decoded with ``errors``), as it was written.
     """
 
-    __slots__ = ("parts", "carry", "chars", "error", "decode")
+    __slots__ = ("parts", "carry", "chars", "error", "decode", "errors")
 
-    def __init__(self, decode: bool = True) -> None:
+    def __init__(self, decode: bool = True, errors: str = "replace") -> None:
         self.parts: list[bytes] = []
         self.carry = ""
         self.chars = 0
         self.error: str | None = None
         self.decode = decode  # False: only count (the data will be thrown away)
+        self.errors = errors
 
     def fail(self, reason: str) -> None:
         if self.error is None:
@@ -163,29 +272,43 @@ class Base64Stream:
         self.carry = ""
 
     def feed(
-        self, text: str, start: int = 0, end: int | None = None, decoded: bytes | None = None
+        self, data: Output, start: int = 0, end: int | None = None,
+        decoded: bytes | None = None,
     ) -> None:
-        """Take ``text[start:end]``; the slice is only made when it will be decoded.
+        """Take ``data[start:end]``; nothing is copied when it decodes as it is.
 
         ``decoded``, if given, is what ``strict_decode`` made of that slice on its own (a
         caller that decoded it to learn that it is all base64); it is used when no unfinished
         quantum waits before it, and saves decoding the slice again.
         """
-        end = len(text) if end is None else end
+        end = len(data) if end is None else end
         if self.error is not None or end <= start:
             return
-        self.chars += end - start
-        if self.chars > MAX_BASE64_CHARS:
-            self.fail("over 64 MiB of base64")
-            return
+        size = end - start  # bytes: the characters, or more where some are not ASCII
+        if self.chars + size > MAX_BASE64_CHARS:
+            size = len(text_of(data[start:end], self.errors))
+            if self.chars + size > MAX_BASE64_CHARS:
+                self.fail("over 64 MiB of base64")
+                return
         if not self.decode:
+            piece = bytes(data[start:end])
+            self.chars += size if piece.isascii() else len(text_of(piece, self.errors))
             return
-        if decoded is not None and not self.carry:
+        carry = self.carry
+        if carry:
+            decoded = None
+        elif decoded is None and not size & 3:  # the usual: whole quanta, straight from bytes
+            decoded = strict_decode(memoryview(data)[start:end])
+        if decoded is not None:  # it decoded: all ASCII, so as many characters as bytes
+            self.chars += size
             self.parts.append(decoded)
             return
-        s = self.carry + text[start:end]
+        # Read as text from here. (Without a carry, whole quanta were tried just above.)
+        text = text_of(data[start:end], self.errors)
+        self.chars += len(text)
+        s = carry + text
         self.carry = ""
-        if len(s) % 4 == 0:
+        if carry and len(s) % 4 == 0:
             out = strict_decode(s)
             if out is not None:
                 self.parts.append(out)
@@ -217,37 +340,37 @@ class Base64Stream:
         return data
 
 
-def unwrap_tmux(text: str, start: int) -> tuple[str, int]:
+def unwrap_tmux(data: bytes | bytearray, start: int) -> tuple[bytes, int]:
     """Unwrap ``ESC P tmux; <inner, each ESC doubled> ESC \\`` found at ``start``.
 
-    Returns the inner text and the index just past the wrapper. A lone ESC inside is kept as
-    it is; with no closing ``ESC \\`` the wrapper runs to the end of ``text``.
+    Returns the inner bytes and the index just past the wrapper. A lone ESC inside is kept
+    as it is; with no closing ``ESC \\`` the wrapper runs to the end of ``data``.
     """
-    body_start = start + len("\x1bPtmux;")
-    i, n = body_start, len(text)
+    body_start = start + len(TMUX)
+    i, n = body_start, len(data)
     while True:
-        j = text.find(ESC, i)
+        j = data.find(ESC, i)
         if j < 0 or j + 1 >= n:
-            body, end = text[body_start:], n
+            body, end = data[body_start:], n
             break
-        follower = text[j + 1]
-        if follower == "\\":
-            body, end = text[body_start:j], j + 2
+        follower = data[j + 1]
+        if follower == 0x5C:  # backslash: ST
+            body, end = data[body_start:j], j + 2
             break
-        i = j + 2 if follower == ESC else j + 1
-    return body.replace("\x1b\x1b", ESC), end
+        i = j + 2 if follower == 0x1B else j + 1
+    return bytes(body).replace(b"\x1b\x1b", ESC), end
 
 
-def _still_open(seg: str, was_open: bool) -> bool:
+def _still_open(seg: bytes, was_open: bool) -> bool:
     """Whether a sequence is still open after ``seg`` (was it open before: ``was_open``)."""
-    begun = max(seg.rfind("\x1b_"), seg.rfind("\x1b]"))
+    begun = max(seg.rfind(b"\x1b_"), seg.rfind(b"\x1b]"))
     ended = max(seg.rfind(ST), seg.rfind(BEL))
     if begun != ended:
         return begun > ended
     return was_open
 
 
-def unwrap_screen(text: str, start: int) -> tuple[str, int]:
+def unwrap_screen(data: bytes | bytearray, start: int) -> tuple[bytes, int]:
     """Unwrap GNU screen's passthrough found at ``start``: ``ESC P <piece> ESC \\`` repeated.
 
     screen passes each DCS string's content on unread, so emitters cut a sequence into
@@ -255,46 +378,48 @@ def unwrap_screen(text: str, start: int) -> tuple[str, int]:
     cut in two (``ESC ESC \\ ESC P \\``) or, from emitters that cut blindly, taken by the
     piece it falls in. While the wrapped sequence is still open, the next adjacent piece is
     joined to it, and an ``ESC \\`` that ended a piece and is followed by another ``ESC \\``,
-    ``ESC _`` or ``ESC ]`` is taken as the sequence's own ST. Returns the inner text and the
+    ``ESC _`` or ``ESC ]`` is taken as the sequence's own ST. Returns the inner bytes and the
     index just past the last piece; with no closing ``ESC \\`` the last piece runs to the end.
     """
-    parts: list[str] = []
-    pos, n = start + 2, len(text)
-    is_open, last = False, ""
+    parts: list[bytes] = []
+    pos, n = start + 2, len(data)
+    is_open, last = False, b""
     while True:
-        j = text.find(ST, pos)
+        j = data.find(ST, pos)
         if j < 0:
-            parts.append(text[pos:])
-            return "".join(parts), n
-        piece = text[pos:j]
+            parts.append(data[pos:])
+            return b"".join(parts), n
+        piece = data[pos:j]
         parts.append(piece)
         is_open = _still_open(last + piece, is_open)
         last = piece[-1:] or last
         k = j + 2
         if not is_open:
-            return "".join(parts), k
-        if text.startswith("\x1bP", k):
+            return b"".join(parts), k
+        if data.startswith(SCREEN, k):
             pos = k + 2
-        elif text.startswith((ST, "\x1b_", "\x1b]"), k):
+        elif data.startswith((ST, b"\x1b_", b"\x1b]"), k):
             parts.append(ST)
-            is_open, last, pos = False, "\\", k
+            is_open, last, pos = False, b"\\", k
         else:
-            return "".join(parts), k
+            return b"".join(parts), k
 
 
 class StreamExtractor:
-    """A walk over text that finds one protocol's sequences, directly or in passthrough.
+    """A walk over output bytes that finds one protocol's sequences, directly or in
+    passthrough.
 
     A subclass sets ``source``, ``intro`` (how each of its sequences begins: ESC and the
-    characters after it) and ``commands`` (if given, one of them must follow ``intro``), and
-    implements ``sequence``; it writes the cleaned text to ``out`` and the images through
-    ``add_image``.
+    bytes after it) and ``commands`` (if given, one of them must follow ``intro``), and
+    implements ``sequence``; it writes markers to ``out`` (between the pieces of output that
+    ``feed`` keeps there) and the images through ``add_image``. ``errors``: how
+    the output decodes (see ``Cut``), for the keys and arguments it reads as text.
     """
 
     source = ""
-    intro = ""
-    commands: tuple[str, ...] = ()
-    rare = 0  # which character of intro to hop on where ESCs are thick (see find_escape)
+    intro = b""
+    commands: tuple[bytes, ...] = ()
+    rare = 0  # which byte of intro to hop on where ESCs are thick (see find_escape)
     max_depth = 2  # passthrough inside passthrough, and no deeper
 
     max_markers = 100  # past this many, drops are only counted, in one marker at the end
@@ -302,90 +427,107 @@ class StreamExtractor:
     def __init_subclass__(cls) -> None:
         direct = re.escape(cls.intro[1:])
         if cls.commands:
-            direct += "(?=" + "|".join(map(re.escape, cls.commands)) + ")"
+            direct += b"(?=" + b"|".join(map(re.escape, cls.commands)) + b")"
         # The next sequence or passthrough nearby: one call, the regex engine skips ahead
-        # fast between escapes. ``reach``: the most characters a match looks at.
+        # fast between escapes. ``reach``: the most bytes a match looks at.
         cls.starts = re.compile(
-            f"\x1b(?:(?P<direct>{direct})|(?P<tmux>Ptmux;)|(?P<screen>P(?=\x1b{direct})))"
+            b"\x1b(?:(?P<direct>" + direct + b")|(?P<tmux>Ptmux;)|(?P<screen>P(?=\x1b"
+            + direct + b")))"
         )
         longest = max(map(len, cls.commands), default=0)
         cls.reach = max(len(TMUX), len(SCREEN) + len(cls.intro) + longest)
 
-    def __init__(self) -> None:
-        self.out: list[str] = []
+    def __init__(self, errors: str = "replace") -> None:
+        self.errors = errors
+        self.out: list[Output] = []
         self._images: list[ImagePayload | None] = []
         self.marked = self.unmarked = 0
+        self.view = memoryview(b"")  # of the bytes being walked, for slices without a copy
 
-    def sequence(self, text: str, start: int, body: int) -> int:
-        """Handle the sequence at ``text[start]`` (its body begins at ``body``); return its end."""
+    def sequence(self, data: bytes, start: int, body: int) -> int:
+        """Handle the sequence at ``data[start]`` (its body begins at ``body``); return its end."""
         raise NotImplementedError
 
-    def find(self, text: str, pos: int = 0) -> int:
-        """Where our next sequence begins in ``text``, at ``pos`` or after; -1 if nowhere."""
+    def find(self, data: bytes | bytearray, pos: int = 0) -> int:
+        """Where our next sequence begins in ``data``, at ``pos`` or after; -1 if nowhere."""
         while True:
-            at = find_escape(text, self.intro, pos, rare=self.rare)
-            if at < 0 or not self.commands or text.startswith(self.commands, at + len(self.intro)):
+            at = find_escape(data, self.intro, pos, rare=self.rare)
+            if at < 0 or not self.commands or data.startswith(self.commands, at + len(self.intro)):
                 return at
             pos = at + 1
 
-    def feed(self, text: str, depth: int = 0, at: int = -1) -> None:
-        """Walk ``text``; ``at``: where ``find`` says our first sequence is, if known."""
-        out, pos, size, search = self.out, 0, len(text), self.starts.search
+    def feed(self, data: bytes | bytearray, depth: int = 0, at: int = -1) -> None:
+        """Walk ``data``; ``at``: where ``find`` says our first sequence is, if known."""
+        outer, self.view = self.view, memoryview(data)
+        out, pos, size, search, view = self.out, 0, len(data), self.starts.search, self.view
+        find, startswith, intro, commands = data.find, data.startswith, self.intro, self.commands
+        skip, keep, sequence = len(intro), out.append, self.sequence
         while True:
             near = pos + _NEAR
-            found = search(text, pos, near)
-            if found is not None:
+            esc = find(ESC, pos, near)
+            if esc >= 0 and startswith(intro, esc) and (
+                not commands or startswith(commands, esc + skip)
+            ):  # the first ESC begins one of ours: no earlier match for search to find
+                if esc > pos:  # kept, and sealed: what begins at esc is cut out
+                    piece = view[pos:esc]
+                    keep(piece if piece[-1] < 0x80 else seal(piece))
+                pos = sequence(data, esc, esc + skip)
+                continue
+            if (found := search(data, pos, near)) is not None:
                 start, kind = found.start(), found.lastgroup
             elif near >= size:
                 break
             else:  # nothing near: hop to our next sequence (at, kept while it is ahead)
                 far = max(pos, near - self.reach)  # no match begins before far
                 if at < far:
-                    at = self.find(text, far)
+                    at = self.find(data, far)
                 if at < 0:
                     break
                 # Passthrough that matters wraps one of our sequences, so it begins before
                 # it: tmux anywhere, screen just before. Past the last, it is kept as it is.
                 start, kind = at, "direct"
-                esc = text.find(ESC, far, at)
+                esc = find(ESC, far, at)
                 if esc >= 0:
-                    tmux = find_escape(text, TMUX, esc, at, rare=1)
+                    tmux = find_escape(data, TMUX, esc, at, rare=1)
                     if tmux >= 0:
                         start, kind = tmux, "tmux"
-                    elif at - 2 >= far and text.startswith(SCREEN, at - 2):
+                    elif at - 2 >= far and data.startswith(SCREEN, at - 2):
                         start, kind = at - 2, "screen"
-            if start > pos:
-                out.append(text[pos:start])
+            if start > pos:  # kept, and sealed: what begins at start is cut out
+                piece = view[pos:start]
+                keep(piece if piece[-1] < 0x80 else seal(piece))
             if kind == "direct":
-                pos = self.sequence(text, start, start + len(self.intro))
+                pos = sequence(data, start, start + skip)
                 continue
             wrapper = TMUX if kind == "tmux" else SCREEN
             if depth >= self.max_depth:
                 out.append(wrapper)
                 pos = start + len(wrapper)
                 continue
-            inner, pos = (unwrap_tmux if kind == "tmux" else unwrap_screen)(text, start)
+            inner, pos = (unwrap_tmux if kind == "tmux" else unwrap_screen)(data, start)
             first = self.find(inner)
             if first >= 0:
                 self.feed(inner, depth + 1, first)
             else:  # passthrough of something else: not ours, keep it whole
-                out.append(text[start:pos])
-        out.append(text[pos:])
+                out.append(view[start:pos])
+        # The end of passthrough is followed by what came after the wrapper: sealed too.
+        out.append(view[pos:] if depth == 0 else seal(view[pos:]))
+        self.view = outer
 
-    def note(self, text: str) -> str:
-        """The marker saying ``text``; or, once ``max_markers`` were made, ``""`` (counted)."""
+    def note(self, text: str) -> bytes:
+        """The marker saying ``text``; or, once ``max_markers`` were made, ``b""`` (counted)."""
         if self.marked < self.max_markers:
             self.marked += 1
             return marker(text)
         self.unmarked += 1
-        return ""
+        return b""
 
     def slot(self) -> int:
-        """Reserve a place in the text here, for a marker that may be known only later."""
-        self.out.append("")
+        """Reserve a place in the output here, for a marker that may be known only later."""
+        self.out.append(b"")
         return len(self.out) - 1
 
-    def fill(self, slot: int, text: str) -> None:
+    def fill(self, slot: int, text: bytes) -> None:
         self.out[slot] = text
 
     def add_image(self, payload: ImagePayload) -> int:
@@ -395,8 +537,9 @@ class StreamExtractor:
     def remove_image(self, index: int) -> None:
         self._images[index] = None
 
-    def result(self, text: str | None = None) -> Extraction:
-        text = "".join(self.out) if text is None else text
+    def result(self, data: bytes | None = None) -> Cut:
+        data = b"".join(self.out) if data is None else data
+        self.out = []
         if self.unmarked:
-            text += marker(f"{self.source}: {self.unmarked} more dropped, not marked one by one")
-        return Extraction(text=text, images=[p for p in self._images if p is not None])
+            data += marker(f"{self.source}: {self.unmarked} more dropped, not marked one by one")
+        return Cut(data, [p for p in self._images if p is not None], self.errors)

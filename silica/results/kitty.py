@@ -1,8 +1,9 @@
-"""Images a tool drew with the kitty graphics protocol, taken out of its text.
+"""Images a tool drew with the kitty graphics protocol, taken out of its output.
 
 The protocol: ``ESC _ G <key>=<value>,... ; <base64 payload> ESC \\`` (or ending in BEL),
 https://sw.kovidgoyal.net/kitty/graphics-protocol/. This module reads the stream as kitty
-would, and leaves everything that is not a graphics sequence in the text as it was.
+would, on the output's bytes (see ``silica.results.escapes``), and leaves everything that is
+not a graphics sequence in the output as it was.
 """
 
 from __future__ import annotations
@@ -19,28 +20,38 @@ from silica.results.escapes import (
     MAX_BASE64_CHARS,
     MAX_DECODED_BYTES,
     Base64Stream,
+    Cut,
     Extraction,
+    Output,
     StreamExtractor,
+    output_bytes,
     safe,
+    seal,
     strict_decode,
     string_end,
+    text_of,
 )
 
-__all__ = ["Extraction", "extract_kitty"]
+__all__ = ["Extraction", "cut_kitty", "extract_kitty"]
 
 # What an unterminated command is taken to be: its keys, then its base64, and no further.
-_HEADER = re.compile(r"[A-Za-z0-9,=\-]*(?:;[A-Za-z0-9+/=]*)?")
-_PLACEHOLDER = "\U0010eeee"
+_HEADER = re.compile(rb"[A-Za-z0-9,=\-]*(?:;[A-Za-z0-9+/=]*)?")
+_PLACEHOLDER = "\U0010eeee".encode()  # b"\xf4\x8e\xbb\xae"; no other character starts so
 _TRANSMIT = ("t", "T", "f")  # actions that carry image data (f: an animation frame)
 _NOT_INLINE = "image not transferred inline (kitty t={}): not shown"
+_CONTROLS = 256  # distinct control strings whose keys are kept, read once each
+# At the ESC that ends a chunk: its ST, then the next chunk's ESC _ G and control data.
+_NEXT = re.compile(rb"\x1b\\\x1b_G([^;\x1b\x07]*);")
 
 
-def extract_kitty(text: str) -> Extraction:
-    """Take the images that kitty graphics sequences carry out of ``text``.
+def extract_kitty(output: str | Output) -> Extraction:
+    """Take the images that kitty graphics sequences carry out of ``output``: the text a
+    tool printed, or its bytes (then decoded as UTF-8, bad bytes replaced, once the images
+    are out).
 
     Callers may rely on this:
 
-    - It never raises, and takes time and memory in proportion to ``text``.
+    - It never raises, and takes time and memory in proportion to ``output``.
     - Every graphics sequence (``ESC _ G ... ESC \\`` or ``... BEL``, also inside tmux and
       GNU screen passthrough) is removed, and so are Unicode placeholders (U+10EEEE and the
       combining marks after each). Everything else stays, character for character.
@@ -55,32 +66,62 @@ def extract_kitty(text: str) -> Extraction:
       its transfer began, saying what and why.
     - A sequence cut off (no BEL or ST before the next ESC or the end) loses only its keys
       and base64 that run on from ``ESC _ G``; the text after them stays.
+    - Bytes give the text that their decoding would give: ``extract_kitty(b).text ==
+      extract_kitty(b.decode("utf-8", "replace")).text``.
     """
-    if ESC not in text:  # memchr: the quickest no
-        return Extraction(text=_strip_placeholders(text), images=[])
-    extractor = _Kitty()
-    first = extractor.find(text)
+    if isinstance(output, str) and "\x1b" not in output and "\U0010eeee" not in output:
+        return Extraction(text=output, images=[])  # memchr, and a look at the widest char
+    return cut_kitty(*output_bytes(output)).extraction()
+
+
+def cut_kitty(data: bytes | bytearray, errors: str = "replace") -> Cut:
+    """``extract_kitty`` on output bytes, the text left as bytes (``Cut``): what the result
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``)."""
+    if ESC not in data:  # memchr: the quickest no
+        return Cut(_strip_placeholders(data, errors), [], errors)
+    extractor = _Kitty(errors)
+    first = extractor.find(data)
     if first < 0:  # no ESC _ G, so no graphics, not even in passthrough (it is kept as it is)
-        return Extraction(text=_strip_placeholders(text), images=[])
-    extractor.feed(text, at=first)
+        return Cut(_strip_placeholders(data, errors), [], errors)
+    extractor.feed(data, at=first)
     return extractor.finish()
 
 
-def _strip_placeholders(text: str) -> str:
+def _strip_placeholders(data: bytes | bytearray, errors: str) -> bytes | bytearray:
     """Remove U+10EEEE and the combining marks (row, column, id diacritics) after each."""
-    if _PLACEHOLDER not in text:
-        return text
-    out: list[str] = []
-    pos, n = 0, len(text)
-    while True:
-        i = text.find(_PLACEHOLDER, pos)
-        if i < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:i])
-        pos = i + 1
-        while pos < n and unicodedata.combining(text[pos]):
-            pos += 1
+    find, view = data.find, memoryview(data)
+    i = find(0xF4)  # memchr for its first byte: U+10EEEE is rare, and so is the byte
+    out: list[Output] = []
+    pos = 0
+    while i >= 0:
+        if data.startswith(_PLACEHOLDER, i):
+            out.append(seal(view[pos:i]))
+            pos = _after_marks(data, i + len(_PLACEHOLDER), errors)
+            i = find(0xF4, pos)
+        else:
+            i = find(0xF4, i + 1)
+    if not out:
+        return data
+    out.append(view[pos:])
+    return b"".join(out)
+
+
+def _after_marks(data: bytes | bytearray, pos: int, errors: str) -> int:
+    """Where the combining marks that begin at ``pos`` end (``pos`` if there are none)."""
+    n = len(data)
+    while pos < n:
+        lead = data[pos]
+        size = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4
+        if lead < 0xC2 or lead > 0xF4:  # ASCII, or no start of a character: no mark
+            return pos
+        try:
+            char = text_of(data[pos : pos + size], errors)
+        except UnicodeDecodeError:  # cut short, so no mark
+            return pos
+        if len(char) != 1 or not unicodedata.combining(char):
+            return pos
+        pos += size
+    return pos
 
 
 def _keys(control: str) -> dict[str, str]:
@@ -103,68 +144,72 @@ class _Transfer:
 
     __slots__ = ("keys", "kind", "slot", "b64")
 
-    def __init__(self, keys: dict[str, str], kind: str, slot: int) -> None:
+    def __init__(self, keys: dict[str, str], kind: str, slot: int, errors: str) -> None:
         self.keys, self.kind, self.slot = keys, kind, slot
-        self.b64 = Base64Stream(decode=kind == "image")
+        self.b64 = Base64Stream(decode=kind == "image", errors=errors)
 
-    def add(self, text: str, start: int, end: int, cut: bool, decoded: bytes | None) -> None:
+    def add(self, data: Output, start: int, end: int, cut: bool, decoded: bytes | None) -> None:
         if cut:
             self.b64.fail("escape sequence cut off")
-        self.b64.feed(text, start, end, decoded)
+        self.b64.feed(data, start, end, decoded)
 
     def image(self) -> tuple[bytes, None] | tuple[None, str]:
-        """The image's bytes as PNG, or why there are none.
-
-        Raw pixels are measured by their declared ``s`` and ``v`` before anything is
-        inflated, and ``o=z`` data is inflated no further than the pixels need (a PNG: no
-        further than an uncompressed transfer could carry, ``_MAX_PNG_BYTES``): a zlib bomb
-        stops there.
-        """
+        """The image's bytes as PNG, or why there are none (see ``_image``)."""
         data = self.b64.finish()
         if data is None:
             return None, self.b64.error or "invalid base64"
+        return _image(self.keys, data)
+
+
+def _image(keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None, str]:
+    """The bytes a transfer with ``keys`` carried, as PNG, or why there are none.
+
+    Raw pixels are measured by their declared ``s`` and ``v`` before anything is inflated,
+    and ``o=z`` data is inflated no further than the pixels need (a PNG: no further than an
+    uncompressed transfer could carry, ``_MAX_PNG_BYTES``): a zlib bomb stops there.
+    """
+    if not data:
+        return None, "no data"
+    compression = keys.get("o")
+    if compression and compression != "z":
+        return None, f"unknown compression o={safe(compression, 8)}"
+    fmt = keys.get("f", "32")
+    if fmt not in ("24", "32", "100"):
+        return None, f"unknown format f={safe(fmt, 8)}"
+    width = height = channels = 0
+    expected = _MAX_PNG_BYTES
+    if fmt != "100":
+        channels = 3 if fmt == "24" else 4
+        width, height = _int(keys.get("s")), _int(keys.get("v"))
+        if not width or not height:
+            return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
+        cost = _png_cost(width, height, channels)
+        if cost > MAX_DECODED_BYTES:
+            return None, (
+                f"s={width} v={height} (f={fmt}) would take {cost / _MIB:,.0f} MiB to turn "
+                f"into PNG, over the {MAX_DECODED_BYTES / _MIB:,.0f} MiB budget; send a "
+                "smaller image"
+            )
+        expected = width * height * channels
+    if compression == "z":
+        inflated, why = _inflate(data, expected)
+        if inflated is None:
+            if why != "over":
+                return None, why
+            if fmt == "100":
+                return None, f"over {_MAX_PNG_BYTES / _MIB:,.0f} MiB once decompressed"
+            return None, (
+                f"more than {expected} bytes of f={fmt} pixels once decompressed do not "
+                f"make s={width} v={height}"
+            )
+        data = inflated
         if not data:
             return None, "no data"
-        compression = self.keys.get("o")
-        if compression and compression != "z":
-            return None, f"unknown compression o={safe(compression, 8)}"
-        fmt = self.keys.get("f", "32")
-        if fmt not in ("24", "32", "100"):
-            return None, f"unknown format f={safe(fmt, 8)}"
-        width = height = channels = 0
-        expected = _MAX_PNG_BYTES
-        if fmt != "100":
-            channels = 3 if fmt == "24" else 4
-            width, height = _int(self.keys.get("s")), _int(self.keys.get("v"))
-            if not width or not height:
-                return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
-            cost = _png_cost(width, height, channels)
-            if cost > MAX_DECODED_BYTES:
-                return None, (
-                    f"s={width} v={height} (f={fmt}) would take {cost / _MIB:,.0f} MiB to turn "
-                    f"into PNG, over the {MAX_DECODED_BYTES / _MIB:,.0f} MiB budget; send a "
-                    "smaller image"
-                )
-            expected = width * height * channels
-        if compression == "z":
-            inflated, why = _inflate(data, expected)
-            if inflated is None:
-                if why != "over":
-                    return None, why
-                if fmt == "100":
-                    return None, f"over {_MAX_PNG_BYTES / _MIB:,.0f} MiB once decompressed"
-                return None, (
-                    f"more than {expected} bytes of f={fmt} pixels once decompressed do not "
-                    f"make s={width} v={height}"
-                )
-            data = inflated
-            if not data:
-                return None, "no data"
-        if fmt == "100":
-            return bytes(data), None
-        if len(data) != expected:
-            return None, f"{len(data)} bytes of f={fmt} pixels do not make s={width} v={height}"
-        return _png(data, width, height, channels), None
+    if fmt == "100":
+        return bytes(data), None
+    if len(data) != expected:
+        return None, f"{len(data)} bytes of f={fmt} pixels do not make s={width} v={height}"
+    return _png(data, width, height, channels), None
 
 
 _MIB = 1024 * 1024
@@ -219,98 +264,154 @@ def _png(pixels: bytes | bytearray, width: int, height: int, channels: int) -> b
 
 class _Kitty(StreamExtractor):
     source = "kitty"
-    intro = "\x1b_G"
+    intro = b"\x1b_G"
     rare = 1  # "_": rare in coloured output, where ESC is everywhere
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, errors: str = "replace") -> None:
+        super().__init__(errors)
         self.loading: _Transfer | None = None  # a chunked transfer under way
         self.by_id: dict[int, tuple[int, int, bytes]] = {}  # i= -> (image index, slot, bytes)
-        self.control, self.keys = "", {}  # the last control data read, and its keys
-        self.batch = True  # whether run may take chunks; see ran
+        self.controls: dict[bytes, _Control] = {}  # control data read, see parse
+        self.batch = True  # whether take may take chunks; see ran
+        # The heads of the chunks take read last (see take), and of the first chunk of the
+        # image taken last (see sequence); to start, NUL: they are looked for where an ESC
+        # is, so it matches none.
+        self.glues = b"\x00", 0, False, b"\x00", 0, False
+        self.head: tuple[bytes, _Control | None] = b"\x00", None
 
-    def parse(self, control: str) -> dict[str, str]:
-        # Chunks after the first repeat one control string ("m=1"): read it once.
-        if control != self.control:
-            self.control, self.keys = control, _keys(control)
-        return self.keys
+    def parse(self, control: bytes) -> _Control:
+        """``control`` read. Chunks repeat a few control strings ("a=T,f=100,m=1", "m=1",
+        "m=0"), so each is read once: callers look in ``controls`` first."""
+        found = self.controls.get(control)
+        if found is None:
+            found = _Control(_keys(text_of(control, self.errors)))
+            if len(self.controls) >= _CONTROLS:
+                self.controls.clear()
+            self.controls[control] = found
+        return found
 
-    def sequence(self, text: str, start: int, body: int) -> int:
+    def sequence(self, data: bytes, start: int, body: int) -> int:
         # The usual command, "keys;base64" ended by ST, read with as few passes over its
         # base64 as can be: one to find the ESC, and decoding it, which also shows there is
         # no BEL in it (that would end it sooner). Anything else takes the general way.
-        esc = text.find(ESC, body)
-        if esc >= 0 and text.startswith("\\", esc + 1):
-            semi = text.find(";", body, esc)
+        find = data.find
+        head, read = self.head
+        if data.startswith(head, start) and self.batch:  # the head of the last image taken
+            first = start + len(head)
+            esc = find(ESC, first)
+            if esc >= 0 and data[esc + 1 : esc + 2] == b"\\":
+                return self.take(data, start, first, esc, read)
+        esc = find(ESC, body)
+        if esc >= 0 and data[esc + 1 : esc + 2] == b"\\":
+            semi = find(b";", body, esc)
             if semi >= 0:
-                control = text[body:semi]
+                control = data[body:semi]
                 if BEL not in control:
-                    keys = self.parse(control)
-                    decoded = self.decoded(keys, text, semi + 1, esc)
-                    if decoded is not None or text.find(BEL, semi + 1, esc) < 0:
-                        self.command(keys, text, semi + 1, esc, False, decoded)
-                        chunks = self.loading is not None and self.batch
-                        if chunks and text.startswith(self.intro, esc + 2):
-                            return self.run(text, esc + 2)
+                    read = self.controls.get(control) or self.parse(control)
+                    if read.continues and self.batch:  # image data: it, and the chunks after
+                        self.head = data[start : semi + 1], read
+                        return self.take(data, start, semi + 1, esc, read)
+                    keys = read.keys
+                    decoded = self.decoded(keys, semi + 1, esc)
+                    if decoded is not None or find(BEL, semi + 1, esc) < 0:
+                        self.command(keys, data, semi + 1, esc, False, decoded)
                         return esc + 2
-        stop, end = string_end(text, body, esc)
+        stop, end = string_end(data, body, esc)
         cut = end < 0
         if cut:  # take only what can belong to a graphics command
-            stop = end = _HEADER.match(text, body, stop).end()
-        semi = text.find(";", body, stop)
-        keys = self.parse(text[body : semi if semi >= 0 else stop])
-        self.command(keys, text, semi + 1 if semi >= 0 else stop, stop, cut, None)
+            stop = end = _HEADER.match(data, body, stop).end()
+        semi = find(b";", body, stop)
+        keys = self.parse(data[body : semi if semi >= 0 else stop]).keys
+        self.command(keys, data, semi + 1 if semi >= 0 else stop, stop, cut, None)
         return end
 
-    def run(self, text: str, pos: int) -> int:
-        """Take the chunks of the transfer under way that come one right after the other at
-        ``pos``, as ``sequence`` would; return where the first one left to it begins.
+    def take(self, data: bytes, start: int, first: int, esc: int, read: _Control) -> int:
+        """Take the chunk of image data at ``start`` (its base64 from ``first`` to its ST at
+        ``esc``; ``read``: its control data) and the chunks of the same transfer that come
+        right after it; return where the general way goes on.
 
-        Thousands of chunks carry one big image, each most often with the same control data
-        as the one before ("m=1"). So while a chunk's ST is followed by that same control
-        data, the next chunk is taken with two ``str`` calls, and all their base64, whole
-        quanta, is decoded in one call at the end. That it decodes shows that no BEL cut a
-        chunk short; if it does not, the chunks are fed one by one, as they would have been.
+        Thousands of chunks carry one big image, and one small image may come in a few: the
+        chunks that follow one another are found with a ``startswith`` and a ``find`` each
+        (the regex ``_NEXT`` reads the head of a chunk unlike the two last seen, the "glues":
+        ST, ESC _ G, the control data and ";"), and all their base64 is decoded in one call
+        at the end. That it decodes shows that no BEL cut a chunk short, and that none
+        carried its own padding; if it does not, the chunks are fed one by one, as they would
+        have been (``ran``). A new image taken whole in one go is added at once.
         """
-        find, startswith = text.find, text.startswith
-        pieces: list[str] = []
-        take = pieces.append
-        first, more = pos, True
-        while more and startswith(self.intro, pos):  # a chunk at pos: read its control data
-            esc = find(ESC, pos + 3)
-            semi = find(";", pos + 3, esc) if esc >= 0 else -1
-            if semi < 0:
+        view = self.view
+        pieces = [view[first:esc]]
+        more = read.more
+        if more:
+            find, startswith, add = data.find, data.startswith, pieces.append
+            # The last two heads seen: the glue, its length, and whether more chunks follow;
+            # first the one more chunks follow (chunks in the middle are most).
+            glue, size, again, glue2, size2, again2 = self.glues
+            if again2 and not again:
+                (glue, size, again), (glue2, size2, again2) = (
+                    (glue2, size2, again2), (glue, size, again))
+            open_at = -1  # a chunk taken before its ST was seen: where the one before it ended
+            while True:
+                if startswith(glue, esc):  # the same head as the chunk before
+                    begin, after = esc + size, again
+                elif startswith(glue2, esc):  # the other (most often m=0 after m=1)
+                    (glue, size, again), (glue2, size2, again2) = (
+                        (glue2, size2, again2), (glue, size, again))
+                    begin, after = esc + size, again
+                else:
+                    found = _NEXT.match(data, esc)
+                    if found is None:
+                        break
+                    control = found.group(1)
+                    chunk = self.controls.get(control) or self.parse(control)
+                    if not chunk.continues:  # another command: the general way
+                        break
+                    begin, after = found.end(), chunk.more
+                    glue2, size2, again2 = glue, size, again
+                    glue, size, again = data[esc:begin], begin - esc, after
+                open_at = -1  # every head begins with ST: the chunk before it is whole
+                end = find(ESC, begin)
+                if end < 0:
+                    break
+                if after:  # more chunks follow: the head of the next shows the ST of this one
+                    add(view[begin:end])
+                    open_at, esc = esc, end
+                    continue
+                if data[end + 1 : end + 2] == b"\\":  # the last chunk, whole
+                    add(view[begin:end])
+                    esc, more = end, False
                 break
-            control = text[pos + 3 : semi]
-            keys = self.parse(control)
-            if BEL in control or not _continues(keys):
-                break
-            more, start = keys.get("m") == "1", semi + 1
-            prefix = text[pos:start]  # ESC _ G, the control data, ";"
-            again, skip = "\\" + prefix, 2 + len(prefix)  # after a chunk's ESC: ST's end, prefix
-            size = esc - start  # of the base64 from start to the first ESC
-            while more and size >= 0 and not size & 3 and startswith(again, esc + 1):
-                take(text[start:esc])
-                start = esc + skip
-                esc = find(ESC, start)
-                size = esc - start
-            if size < 0 or size & 3 or not startswith("\\", esc + 1):  # left to the general way
-                return self.ran(text, first, pieces, start - len(prefix), True)
-            take(text[start:esc])
-            pos = esc + 2
-        return self.ran(text, first, pieces, pos, more)
+            if open_at >= 0 and data[esc + 1 : esc + 2] != b"\\":  # that chunk had no ST
+                pieces.pop()
+                esc = open_at
+            self.glues = glue, size, again, glue2, size2, again2
+        pos = esc + 2
+        joined = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        if self.loading is not None:
+            return self.ran(data, start, joined, pos, more)
+        keys, kind = read.keys, read.kind
+        decoded = None
+        if kind == "image" and 0 < len(joined) <= MAX_BASE64_CHARS:
+            decoded = strict_decode(joined)
+            if decoded is not None and not more:  # the usual: a whole image in one go
+                if read.plain:  # PNG, no id: kept as it came
+                    self._images.append(ImagePayload(decoded, "image/png", "kitty"))
+                else:
+                    self.land(read.image_id, *_image(keys, decoded), None)
+                return pos
+        self.loading = _Transfer(keys, kind, self.slot(), self.errors)
+        return self.ran(data, start, joined, pos, more, decoded, kind == "image")
 
-    def ran(self, text: str, first: int, pieces: list[str], pos: int, more: bool) -> int:
-        """Feed what ``run`` took (``pieces``: the base64 of the chunks from ``first`` to
-        ``pos``), finish the transfer unless ``more``; return where the general way goes on."""
+    def ran(self, data: bytes, first: int, joined: Output, pos: int, more: bool,
+            decoded: bytes | None = None, tried: bool = False) -> int:
+        """Feed what ``take`` took (``joined``: the base64 of the chunks from ``first`` to
+        ``pos``; ``decoded``, if ``tried``: what it decodes to), finish the transfer unless
+        ``more``; return where the general way goes on."""
         loading = self.loading
         assert loading is not None
-        stream, joined = loading.b64, "".join(pieces)
-        pieces.clear()  # free them before decoding
-        decoded = None
+        stream = loading.b64
         if (
-            joined and stream.decode and stream.error is None and not stream.carry
-            and len(joined) <= MAX_BASE64_CHARS
+            not tried and joined and stream.decode and stream.error is None
+            and not stream.carry and len(joined) <= MAX_BASE64_CHARS
         ):
             decoded = strict_decode(joined)
         if decoded is not None:
@@ -318,29 +419,29 @@ class _Kitty(StreamExtractor):
         else:  # walk the chunks again, each checked for BEL and fed on its own
             at = first
             while at < pos:
-                start = text.find(";", at) + 1
-                end = text.find(ESC, start)  # where run found its ST
-                if text.find(BEL, start, end) >= 0:  # it ends at that BEL: the general way.
+                start = data.find(b";", at) + 1
+                end = data.find(ESC, start)  # where take found its ST
+                if data.find(BEL, start, end) >= 0:  # it ends at that BEL: the general way.
                     # The chunks after it were taken for nothing; were that to happen again
-                    # and again, each run taking them anew, time would grow as the square.
+                    # and again, each time taking them anew, time would grow as the square.
                     self.batch = False
                     return at
-                stream.feed(text, start, end)
+                stream.feed(data, start, end)
                 at = end + 2
         if not more:
             self.loading = None
             self.complete(loading)
         return pos
 
-    def decoded(self, keys: dict[str, str], text: str, start: int, end: int) -> bytes | None:
-        """``text[start:end]`` decoded, if it is image data, whole base64 quanta and no more."""
+    def decoded(self, keys: dict[str, str], start: int, end: int) -> bytes | None:
+        """``data[start:end]`` decoded, if it is image data, whole base64 quanta and no more."""
         size = end - start
         if not 0 < size <= MAX_BASE64_CHARS or size % 4 or keys.get("a", "t") not in ("t", "T"):
             return None
-        return strict_decode(text[start:end])
+        return strict_decode(self.view[start:end])
 
     def command(
-        self, keys: dict[str, str], text: str, start: int, end: int, cut: bool,
+        self, keys: dict[str, str], data: bytes, start: int, end: int, cut: bool,
         decoded: bytes | None,
     ) -> None:
         action = keys.get("a", "t")
@@ -349,7 +450,7 @@ class _Kitty(StreamExtractor):
         loading = self.loading
         if loading is not None and _continues(keys):
             # A chunk after the first: only m= counts, whatever else it repeats.
-            loading.add(text, start, end, cut, decoded)
+            loading.add(data, start, end, cut, decoded)
             if not more:
                 self.loading = None
                 self.complete(loading)
@@ -369,8 +470,8 @@ class _Kitty(StreamExtractor):
                 self.out.append(self.note(_NOT_INLINE.format(safe(medium, 8))))
             return
         kind = "query" if action == "q" else "frame" if action == "f" else "image"
-        transfer = _Transfer(keys, kind, self.slot())
-        transfer.add(text, start, end, cut, decoded)
+        transfer = _Transfer(keys, kind, self.slot(), self.errors)
+        transfer.add(data, start, end, cut, decoded)
         if more:
             self.loading = transfer
         else:
@@ -382,29 +483,56 @@ class _Kitty(StreamExtractor):
         if transfer.kind == "frame":
             self.fill(transfer.slot, self.note("kitty animation frame: not shown"))
             return
-        data, why = transfer.image()
+        self.land(_int(transfer.keys.get("i")), *transfer.image(), transfer.slot)
+
+    def land(self, image_id: int | None, data: bytes | None, why: str | None,
+             slot: int | None) -> None:
+        """An image transfer done (``image_id``: its ``i=``): its image added, or a marker
+        saying ``why`` not where it began (``slot``; ``None``: here, nothing having been
+        written since it began)."""
         if data is None:
-            self.fill(transfer.slot, self.note(f"kitty image dropped: {why}"))
+            marker = self.note(f"kitty image dropped: {why}")
+            if slot is None:
+                self.out.append(marker)
+            else:
+                self.fill(slot, marker)
             return
-        image_id = _int(transfer.keys.get("i"))
         if image_id:
             earlier = self.by_id.get(image_id)
             if earlier is not None:
-                index, slot, old = earlier
+                index, old_slot, old = earlier
                 if old == data:
                     return  # the same image again
                 self.remove_image(index)
-                self.fill(slot, self.note(f"kitty image i={image_id} dropped: sent again, changed"))
-        index = self.add_image(ImagePayload(data=data, declared_type="image/png", source="kitty"))
+                self.fill(old_slot,
+                          self.note(f"kitty image i={image_id} dropped: sent again, changed"))
+            if slot is None:
+                slot = self.slot()
+        index = self.add_image(ImagePayload(data, "image/png", "kitty"))
         if image_id:
-            self.by_id[image_id] = (index, transfer.slot, data)
+            self.by_id[image_id] = (index, slot, data)
 
-    def finish(self) -> Extraction:
+    def finish(self) -> Cut:
         if self.loading is not None:
             self.loading.b64.fail("transfer not finished at the end of the output")
             self.complete(self.loading)
             self.loading = None
-        return self.result(_strip_placeholders("".join(self.out)))
+        return self.result(_strip_placeholders(b"".join(self.out), self.errors))
+
+
+class _Control:
+    """Control data, read: its keys, and what taking chunks asks of them."""
+
+    __slots__ = ("keys", "continues", "more", "kind", "image_id", "plain")
+
+    def __init__(self, keys: dict[str, str]) -> None:
+        self.keys = keys
+        self.continues = _continues(keys)  # image data, of a transfer if one is under way
+        self.more = keys.get("m") == "1"
+        self.kind = "frame" if keys.get("a") == "f" else "image"  # if it begins a transfer
+        self.image_id = _int(keys.get("i"))
+        # A PNG with no id: what _image makes of its bytes is those bytes.
+        self.plain = keys.get("f") == "100" and not keys.get("o") and not self.image_id
 
 
 def _continues(keys: dict[str, str]) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pluggy
 
@@ -14,12 +14,63 @@ from silica.images.payload import ImagePayload
 from silica.tools.model import RawOutput
 
 
-@dataclass
 class ResultDraft:
-    """A result being built: processors rewrite ``text`` and append to ``images``."""
+    """A result being built: processors rewrite ``text`` and append to ``images``.
 
-    text: str
-    images: list[ImagePayload] = field(default_factory=list)
+    The output arrives as the bytes the tool wrote, and is decoded (UTF-8, bad bytes
+    replaced) the first time a processor reads ``text``: once. A processor that can work on
+    bytes reads and sets ``output`` instead, and the output stays bytes for the next one
+    (the terminal image processors do; what is left after them is decoded once). Either
+    may be read and set at any time: ``output`` after ``text`` was set is that text in
+    UTF-8, and ``errors`` says how ``output`` decodes (``"replace"`` for the tool's bytes,
+    ``"surrogatepass"`` once they came from text, so that it decodes back to itself).
+    """
+
+    __slots__ = ("images", "_text", "_output", "_errors")
+
+    def __init__(self, text: str | None = None, images: list[ImagePayload] | None = None,
+                 *, output: bytes | bytearray | None = None) -> None:
+        self.images: list[ImagePayload] = [] if images is None else images
+        self._text = text if output is None else None
+        self._output = output
+        self._errors = "replace"
+        if text is None and output is None:
+            self._text = ""
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = str(self._output, "utf-8", self._errors)
+            self._output = None  # the text is what counts now
+        return self._text
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text, self._output = value, None
+
+    @property
+    def output(self) -> bytes | bytearray:
+        if self._output is None:
+            self._output = self._text.encode("utf-8", "surrogatepass")
+            self._errors = "surrogatepass"
+        return self._output
+
+    @output.setter
+    def output(self, value: bytes | bytearray) -> None:
+        """Bytes that decode as ``output`` did (pieces of it, and ASCII markers)."""
+        self._output, self._text = value, None
+
+    @property
+    def errors(self) -> str:
+        return "surrogatepass" if self._output is None else self._errors
+
+    def state(self) -> tuple:
+        """All of it, to put back with ``restore`` (a processor that failed)."""
+        return self._text, self._output, self._errors, list(self.images)
+
+    def restore(self, state: tuple) -> None:
+        self._text, self._output, self._errors, images = state
+        self.images = list(images)
 
 
 @dataclass(frozen=True)
@@ -43,20 +94,21 @@ def result_processors(pm: pluggy.PluginManager) -> list[ResultProcessor]:
 def build_result(raw: RawOutput, pm: pluggy.PluginManager,
                  limits: ImageLimits = ANTHROPIC, deadline: float | None = None) -> ToolResult:
     """Run the processors over ``raw.stdout``; images go through ``silica_prepare_image``,
-    fitted to ``limits``, within the result's budget (see ``prepare_images``).
+    fitted to ``limits``, within the result's budget (see ``prepare_images``). The output is
+    handed to them as bytes and decoded once, by the first that reads it as text (or here).
 
     ``deadline``: a ``time.monotonic()`` value past which no further image is prepared. A
     non-zero exit, a timeout or cut output is reported in a final text block. A processor
     that raises is reported and skipped: the text stays as it was before it ran.
     """
-    draft = ResultDraft(text=raw.stdout.decode("utf-8", errors="replace"))
+    draft = ResultDraft(output=raw.stdout)
     notes: list[str] = []
     for proc in result_processors(pm):
-        before = (draft.text, list(draft.images))
+        before = draft.state()
         try:
             proc.process(draft)
         except Exception as exc:  # a faulty processor must not lose the tool's output
-            draft.text, draft.images = before
+            draft.restore(before)
             notes.append(f"[result processor {proc.name!r} failed and was skipped: {exc}]")
     blocks: list[Block] = []
     if draft.text.strip():

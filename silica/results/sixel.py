@@ -21,9 +21,18 @@ import numpy as np
 from PIL import Image
 
 from silica.images.payload import Extraction, ImagePayload
-from silica.results.escapes import MAX_DECODED_BYTES
+from silica.results.escapes import (
+    MAX_DECODED_BYTES,
+    Cut,
+    Output,
+    find_escape,
+    find_pair,
+    output_bytes,
+    seal,
+    text_of,
+)
 
-__all__ = ["MAX_PIXELS", "SixelError", "decode_sixel", "extract_sixel"]
+__all__ = ["MAX_PIXELS", "SixelError", "cut_sixel", "decode_sixel", "extract_sixel"]
 
 REGISTERS = 1024
 """Colour registers; a higher register number is folded into range (``n % 1024``)."""
@@ -47,8 +56,9 @@ _CHUNK = 1 << 20  # bytes decoded at once: bounds the per-byte arrays (~50 bytes
 _BATCH = 1 << 19  # cells painted at once: bounds the expanded index arrays
 _TOKEN = re.compile(rb'([!#"])([0-9;]*)')
 _CUT = re.compile(rb'(?<![0-9;!#"])')  # a chunk may start here: no token is split
-_START = re.compile("(?:\x1bP|\x90)([0-9;]*)q")
-_END = re.compile("[\x1b\x9c]")
+_START = re.compile(rb"(?:\x1bP|\xc2\x90)([0-9;]*)q")  # ESC P, or U+0090 in UTF-8
+_END = re.compile(rb"\x1b|\xc2\x9c")  # ESC (ST, or another sequence), or U+009C
+_DCS, _DCS_C1 = b"\x1bP", "\x90".encode()
 _ROWS = np.array([v.bit_length() for v in range(64)])  # rows a six-bit column reaches
 _VT340 = [  # the VT340's 16 default colours, in percent; register n starts as n % 16
     (0, 0, 0), (20, 20, 80), (80, 13, 13), (20, 80, 20), (80, 20, 80), (20, 80, 80),
@@ -236,51 +246,77 @@ def decode_sixel(body: bytes, *, p2: int = 0, max_pixels: int = MAX_PIXELS) -> I
     return decoder.image(transparent=p2 == 1)
 
 
-def extract_sixel(text: str) -> Extraction:
-    """Take the images that sixel sequences carry out of ``text``.
+def extract_sixel(output: str | Output) -> Extraction:
+    """Take the images that sixel sequences carry out of ``output``: the text a tool printed,
+    or its bytes (then decoded as UTF-8, bad bytes replaced, once the images are out).
 
     Callers may rely on this: it never raises; every ``ESC P ... q`` (or ``U+0090``) sixel
     sequence is removed and leaves ``[sixel image]`` where it was, its image coming out as
     an ``ImagePayload`` (PNG, ``source="sixel"``), in order; one that can't be decoded leaves
     ``[sixel image dropped: reason]``. A sequence cut off by another ESC ends there (the
     text from that ESC on is kept); one unterminated at the end of the text is dropped.
-    Every other character stays as it was.
+    Every other character stays as it was. Bytes give the text that their decoding would
+    give; the 8-bit forms are the characters U+0090 and U+009C (in UTF-8, ``C2 90`` and
+    ``C2 9C``), as in the decoded text.
     """
-    if "\x1bP" not in text and "\x90" not in text:
-        return Extraction(text=text, images=[])
-    out: list[str] = []
+    if isinstance(output, str) and "\x1bP" not in output and "\x90" not in output:
+        return Extraction(text=output, images=[])
+    return cut_sixel(*output_bytes(output)).extraction()
+
+
+def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
+    """``extract_sixel`` on output bytes, the text left as bytes (``Cut``): what the result
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``)."""
+    out: list[Output] = []
     images: list[ImagePayload] = []
-    pos = 0
-    while (m := _START.search(text, pos)) is not None:
-        out.append(text[pos : m.start()])
-        end = _END.search(text, m.end())
-        stop = end.start() if end else len(text)
-        if end is None:
-            out.append("[sixel image dropped: unterminated at the end of the output]")
-            pos = len(text)
+    view, pos = memoryview(data), 0
+    dcs = c1 = -2  # where the next ESC P and U+0090 are (-2: not looked for, -1: none left)
+    while True:
+        if dcs == -2 or 0 <= dcs < pos:
+            dcs = find_escape(data, _DCS, pos, rare=1)
+        if c1 == -2 or 0 <= c1 < pos:
+            c1 = find_pair(data, _DCS_C1, pos)
+        at = c1 if dcs < 0 or 0 <= c1 < dcs else dcs
+        if at < 0:
             break
-        if text[stop] == "\x9c":
-            pos = stop + 1
-        elif text.startswith("\x1b\\", stop):
+        m = _START.match(data, at)
+        if m is None:  # a DCS, but no sixel: look on from the byte after it
+            if at == dcs:
+                dcs = find_escape(data, _DCS, at + 1, rare=1)
+            else:
+                c1 = find_pair(data, _DCS_C1, at + 1)
+            continue
+        out.append(seal(view[pos : m.start()]))
+        end = _END.search(data, m.end())
+        if end is None:
+            out.append(b"[sixel image dropped: unterminated at the end of the output]")
+            pos = len(data)
+            break
+        stop = end.start()
+        if data[stop] == 0xC2 or data.startswith(b"\x1b\\", stop):  # U+009C, or ST
             pos = stop + 2
         else:  # another escape sequence begins: this one was cut off
-            out.append("[sixel image dropped: cut off by another escape sequence]")
+            out.append(b"[sixel image dropped: cut off by another escape sequence]")
             pos = stop
             continue
-        params = m.group(1).split(";")
+        params = m.group(1).split(b";")
         p2 = int(params[1]) if len(params) > 1 and params[1][:3].isdigit() else 0
-        body = text[m.end() : stop].encode("utf-8", "ignore")
+        body = data[m.end() : stop]
+        if not body.isascii():  # as the text has it: each character in UTF-8
+            body = text_of(body, errors).encode("utf-8", "ignore")
         try:
             image = decode_sixel(body, p2=p2)
             buf = io.BytesIO()
             image.save(buf, "PNG", compress_level=1)
         except SixelError as exc:
-            out.append(f"[sixel image dropped: {exc}]")
+            out.append(f"[sixel image dropped: {exc}]".encode())
             continue
         except Exception as exc:  # noqa: BLE001 - a notice, never a crash
-            out.append(f"[sixel image dropped: {type(exc).__name__}]")
+            out.append(f"[sixel image dropped: {type(exc).__name__}]".encode())
             continue
-        out.append("[sixel image]")
+        out.append(b"[sixel image]")
         images.append(ImagePayload(buf.getvalue(), "image/png", "sixel"))
-    out.append(text[pos:])
-    return Extraction(text="".join(out), images=images)
+    if not out:  # no sixel: the output as it was
+        return Cut(data, [], errors)
+    out.append(view[pos:])
+    return Cut(b"".join(out), images, errors)
