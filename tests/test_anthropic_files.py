@@ -129,7 +129,10 @@ def test_each_image_is_uploaded_once_per_session_and_named_by_its_file_id(monkey
         # an aging step gives the first screenshot new bytes: that variant is uploaded too
         aged = [[A_AGED], [B], [[C]], [D]]
         send(AnthropicProvider(FILES_ON), chat(*aged))  # a new process resuming the session
-    assert uploaded(srv) == [A.data, B.data, C.data, A_AGED.data, D.data]
+    # one turn's new images are uploaded at once, so only the turns' order is fixed
+    got = uploaded(srv)
+    assert got[:3] == [A.data, B.data, C.data]
+    assert sorted(got[3:]) == sorted([A_AGED.data, D.data])
     requests = sent(srv)
     assert len(requests) == 4
     for request in requests:

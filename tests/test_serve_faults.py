@@ -282,12 +282,22 @@ def test_cors_is_closed_by_default(closed):
 
 
 def test_socketio_from_another_origin_is_refused(closed):
+    # the handshake itself is refused: no Socket.IO session is opened for another page
+    with closed.client() as http:
+        handshake = http.get("/socket.io/?EIO=4&transport=polling",
+                             headers={"Origin": "http://evil.example"})
+        assert handshake.status_code == 403
+        assert "sid" not in handshake.text
+
     async def run():
         client = socketio.AsyncClient(reconnection=False)
-        with pytest.raises(socketio.exceptions.ConnectionError):
+        # the refusal reaches the client as a failed connect (or, when the daemon closes the
+        # connection before the client has read the answer, as the connection closed)
+        with pytest.raises((socketio.exceptions.ConnectionError, RuntimeError)):
             await client.connect(closed.url, namespaces=["/events"],
                                  headers={"Origin": "http://evil.example"},
                                  transports=["polling"], wait_timeout=30)
+        assert not client.connected
 
     asyncio.run(run())
 
