@@ -24,6 +24,7 @@ when a test using it fails (pytest shows what a test printed).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import http.client
 import json
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from conftest import script_tool, simple_spec
 
 PROVIDER_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
                  "ANTHROPIC_PROFILE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST",
@@ -45,6 +47,33 @@ PROVIDER_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_UR
                  "SILICA_MODEL")
 START_TIMEOUT = 120.0  # seconds: a loaded machine imports the SDKs slowly
 EVENT_TIMEOUT = 60.0
+
+
+def gate_tool(folder: Path) -> None:
+    """Tool ``gate``: waits (at most 60 s) until the file ``path`` exists, then prints
+    ``opened``: a tool call a test holds open for as long as it needs a turn running."""
+    script_tool(folder, "gate.py", simple_spec("gate", path="string"), body="""
+        import os, sys, time
+        path = sys.argv[sys.argv.index("--path") + 1]
+        for _ in range(1200):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        print("opened")
+    """)
+
+
+def picture_tool(folder: Path, png: bytes, *, label: str | None = None) -> None:
+    """Tool ``picture``: prints ``png`` as a JSON image (with ``label`` when given, and then
+    a ``label`` input)."""
+    data = base64.b64encode(png).decode()
+    said = {"label": label} if label is not None else {}
+    spec = simple_spec("picture", label="string") if label is not None else \
+        simple_spec("picture")
+    script_tool(folder, "picture.py", spec, body=f"""
+        import json
+        print(json.dumps({{**{said!r}, "media_type": "image/png", "base64": {data!r}}}))
+    """)
 
 
 def free_port() -> int:

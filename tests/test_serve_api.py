@@ -17,9 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import script_tool, simple_spec
 from PIL import Image
-from serve_daemon import SioListener, SseReader, daemon_env, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    daemon_env,
+    gate_tool,
+    picture_tool,
+    start_daemon,
+)
 from wire import anthropic_server, text, tool_call
 
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{200,}")
@@ -41,20 +47,8 @@ def world(tmp_path_factory):
     home.mkdir(parents=True)
     (home / "config.toml").write_text("[images]\nmax_per_session = 3\n")
     tools = home / "tools"
-    picture = base64.b64encode(png((640, 360), (200, 60, 60))).decode()
-    script_tool(tools, "picture.py", simple_spec("picture", label="string"), body=f"""
-        import json
-        print(json.dumps({{"label": "drawn", "media_type": "image/png", "base64": {picture!r}}}))
-    """)
-    script_tool(tools, "gate.py", simple_spec("gate", path="string"), body="""
-        import os, sys, time
-        path = sys.argv[sys.argv.index("--path") + 1]
-        for _ in range(1200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        print("opened")
-    """)
+    picture_tool(tools, png((640, 360), (200, 60, 60)), label="drawn")
+    gate_tool(tools)
     with anthropic_server([]) as srv, \
             start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
                          cwd=started) as daemon:

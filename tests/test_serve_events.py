@@ -10,9 +10,8 @@ import json
 import textwrap
 
 import pytest
-from conftest import script_tool, simple_spec
 from PIL import Image
-from serve_daemon import SioListener, SseReader, start_daemon
+from serve_daemon import SioListener, SseReader, gate_tool, picture_tool, start_daemon
 from wire import anthropic_server, error, text, tool_call
 
 
@@ -23,21 +22,8 @@ def png(size=(320, 200), color=(40, 160, 90)) -> bytes:
 
 
 def tools_for(home):
-    tools = home / "tools"
-    picture = base64.b64encode(png()).decode()
-    script_tool(tools, "picture.py", simple_spec("picture"), body=f"""
-        import json
-        print(json.dumps({{"media_type": "image/png", "base64": {picture!r}}}))
-    """)
-    script_tool(tools, "gate.py", simple_spec("gate", path="string"), body="""
-        import os, sys, time
-        path = sys.argv[sys.argv.index("--path") + 1]
-        for _ in range(1200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        print("opened")
-    """)
+    picture_tool(home / "tools", png())
+    gate_tool(home / "tools")
 
 
 @pytest.fixture(scope="module")

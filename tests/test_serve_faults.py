@@ -11,8 +11,14 @@ import textwrap
 import httpx2
 import pytest
 import socketio
-from conftest import script_tool, simple_spec
-from serve_daemon import SioListener, SseReader, daemon_env, free_port, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    daemon_env,
+    free_port,
+    gate_tool,
+    start_daemon,
+)
 from wire import anthropic_server, text, tool_call
 
 from silica.agent.conversation import NO_RESULT
@@ -21,16 +27,6 @@ from silica.agent.loop import INTERRUPTED
 TOKEN = "a-long-test-token-0123456789"
 
 
-def gate_tool(home):
-    script_tool(home / "tools", "gate.py", simple_spec("gate", path="string"), body="""
-        import os, sys, time
-        path = sys.argv[sys.argv.index("--path") + 1]
-        for _ in range(1200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        print("opened")
-    """)
 
 
 def new_session(http) -> str:
@@ -53,7 +49,7 @@ async def until_tool_runs(daemon, sid: str, message: str):
 
 def test_a_daemon_killed_mid_turn_leaves_a_session_that_loads_and_goes_on(tmp_path):
     home, gate = tmp_path / "home", tmp_path / "open"
-    gate_tool(home)
+    gate_tool(home / "tools")
     with anthropic_server([tool_call("gate", {"path": str(gate)}), text("never")]) as srv:
         env = {**srv.env, "SILICA_PROVIDER": "anthropic"}
         daemon = start_daemon(home, env=env, cwd=tmp_path)
@@ -95,7 +91,7 @@ def test_a_daemon_killed_mid_turn_leaves_a_session_that_loads_and_goes_on(tmp_pa
 
 def test_sigterm_mid_turn_interrupts_it_cleanly(tmp_path):
     home, gate = tmp_path / "home", tmp_path / "open"
-    gate_tool(home)
+    gate_tool(home / "tools")
     try:
         with anthropic_server([tool_call("gate", {"path": str(gate)})]) as srv:
             daemon = start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},

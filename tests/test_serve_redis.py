@@ -15,9 +15,16 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import script_tool, simple_spec
 from PIL import Image
-from serve_daemon import SioListener, SseReader, daemon_env, free_port, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    daemon_env,
+    free_port,
+    gate_tool,
+    picture_tool,
+    start_daemon,
+)
 from wire import anthropic_server, text, tool_call
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -64,20 +71,8 @@ def png(size=(240, 160), color=(200, 60, 40)) -> bytes:
 
 
 def tools_for(home: Path) -> None:
-    picture = base64.b64encode(png()).decode()
-    script_tool(home / "tools", "picture.py", simple_spec("picture"), body=f"""
-        import json
-        print(json.dumps({{"media_type": "image/png", "base64": {picture!r}}}))
-    """)
-    script_tool(home / "tools", "gate.py", simple_spec("gate", path="string"), body="""
-        import os, sys, time
-        path = sys.argv[sys.argv.index("--path") + 1]
-        for _ in range(1200):
-            if os.path.exists(path):
-                break
-            time.sleep(0.05)
-        print("opened")
-    """)
+    picture_tool(home / "tools", png())
+    gate_tool(home / "tools")
 
 
 def two_daemons(root: Path, srv, url: str):
