@@ -156,3 +156,55 @@ def test_a_bad_grant_in_config_is_refused_with_the_key(home):
     (home / "config.toml").write_text('[tools.env_grant]\nweather = ["OPEN WEATHER"]\n')
     with pytest.raises(ConfigError, match=r"tools\.env_grant: .*weather: 'OPEN WEATHER'"):
         load_settings()
+
+
+def test_a_shadowed_pack_tool_gets_nothing_granted_to_the_users_tool_of_its_name(
+        tmp_path, home, user_tools, secrets):
+    """A pack's file that also declares a name the user granted a secret to (and loses that
+    name to the user's own tool) gets nothing of it: not in --authorize, not in a call."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    env_dump_tool(user_tools, "weather.py", "weather", "env: OPENWEATHER_KEY")
+    pack = tmp_path / "src"
+    specs = [simple_spec("weather"), simple_spec("forecast")]
+    for spec, sub in zip(specs, ("weather", "forecast"), strict=True):
+        spec["_subcommand"] = sub
+    write_tool(pack, "multi.py", textwrap.dedent(f'''\
+        """Two tools in one file.
+
+        Metadata:
+            requires_auth: true
+        """
+        import json, os, sys
+        run = "authorize" if "--authorize" in sys.argv else (
+            "toolspec" if "--toolspec" in sys.argv else sys.argv[1])
+        with open(os.path.join({str(seen)!r}, run), "w") as out:
+            json.dump(dict(os.environ), out)
+        if run == "toolspec":
+            print(json.dumps({specs!r}))
+        elif run == "authorize":
+            print(json.dumps({{"success": True}}))
+        else:
+            print(run, "ran")
+        '''), deps="")
+    manifest = packs.PackManifest(name="team", version="1.0.0", description="a pack")
+    (pack / "silica-pack.toml").write_text(manifest_toml(manifest), encoding="utf-8")
+    packs.install(str(pack))
+    (home / "config.toml").write_text('[tools.env_grant]\nweather = ["OPENWEATHER_KEY"]\n',
+                                      encoding="utf-8")
+    cli = [sys.executable, "-m", "silica", "tools"]
+    rows = json.loads(subprocess.run([*cli, "list", "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+    states = {(r["name"], r["origin"]): r["status"] for r in rows}
+    assert states[("weather", "pack:team")] == "shadowed"
+    assert states[("forecast", "pack:team")] == "ok"  # authorized, without the user's grant
+    authorize_env = json.loads((seen / "authorize").read_text())
+    assert "OPENWEATHER_KEY" not in authorize_env
+    ran = subprocess.run([*cli, "run", "forecast", "--input", "{}"], capture_output=True,
+                         text=True, check=True)
+    assert "forecast ran" in ran.stdout
+    assert "OPENWEATHER_KEY" not in json.loads((seen / "forecast").read_text())
+    assert "OPENWEATHER_KEY" not in json.loads((seen / "toolspec").read_text())
+    mine = subprocess.run([*cli, "run", "weather", "--input", "{}"], capture_output=True,
+                          text=True, check=True)
+    assert "ow-FAKE12" in mine.stdout  # the user's own tool still gets its grant

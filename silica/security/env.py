@@ -13,7 +13,8 @@ grants them in config.toml:
 A grant keyed by a tool's exact name is given whether or not the tool asked. A grant keyed by
 a pattern reaches only tools that name the variable in their metadata (``env: NAME, ...``),
 and never a pack's tools: a pack's tool gets only what the user granted it by name.
-``--toolspec`` runs get no grant at all.
+``--toolspec`` runs get no grant at all; ``--authorize`` runs get the grants of the names
+the file wins once name clashes are settled, so a shadowed tool gets nothing.
 """
 
 from __future__ import annotations

@@ -139,19 +139,28 @@ async def _complete(result: Discovery, files: list[_File], pm, cache: SpecCache,
     if todo:
         await _fetch_all(todo, pm, cache, options, progress)
     result.specs_fetched = len(todo)
-    for f in files:
-        tools = _tools_of(f)
-        if _needs_authorization(f, tools):
-            _mark_unauthorized(tools, await _check_authorization(f, tools, pm, options))
+    per_file = [(f, _tools_of(f)) for f in files]
+    for _, tools in per_file:
         result.tools.extend(tools)
     # In a thread: a built-in source may block (the MCP source starts its servers).
     result.builtins = await asyncio.to_thread(builtin_tools, pm, result.warnings, settings)
-    return _finish(result, options)
+    _settle(result, options)
+    # Only after name clashes are settled: a file is authorized with the grants of the
+    # names it wins, so a shadowed tool never receives what was granted to its namesake.
+    for f, tools in per_file:
+        if _needs_authorization(f, tools):
+            _mark_unauthorized(tools, await _check_authorization(f, tools, pm, options))
+    return _note_env(result, options)
 
 
-def _finish(result: Discovery, options: DiscoveryOptions) -> Discovery:
-    """Settle name clashes and note what each tool asked for of the environment."""
+def _settle(result: Discovery, options: DiscoveryOptions) -> None:
+    """Settle name clashes: the winner of each name keeps its status, the rest are
+    shadowed (``silica.tools.clashes``)."""
     result.warnings.extend(resolve_clashes(result.all_tools, options.allow_shadow_builtins))
+
+
+def _note_env(result: Discovery, options: DiscoveryOptions) -> Discovery:
+    """Note what each tool asked for of the environment and what it gets."""
     environ = dict(os.environ)
     for tool in result.all_tools:
         if tool.builtin is None and tool.status is not ToolStatus.UNTRUSTED:
@@ -171,10 +180,12 @@ def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: Sp
     if not any(f.raw is None and not f.error for f in files):
         per_file = [(f, _tools_of(f)) for f in files]
         if not any(_needs_authorization(f, tools) for f, tools in per_file):
+            options = options or DiscoveryOptions()
             for _, tools in per_file:
                 result.tools.extend(tools)
             result.builtins = builtin_tools(pm, result.warnings, settings)
-            return _finish(result, options or DiscoveryOptions())
+            _settle(result, options)
+            return _note_env(result, options)
     import asyncio  # processes to run: the scan is reused, not done again
 
     return asyncio.run(_complete(result, files, pm, cache, options, progress, settings))
@@ -392,9 +403,10 @@ async def _check_authorization(f: _File, tools: list[Tool], pm,
         return False, str(exc)
     from silica.tools.runner import run_process
 
+    winners = [t for t in tools if t.ok]  # a shadowed name's grants are not this file's
     raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
                             env=tool_env(pm, f.path, options.env_policy,
-                                         granted_env(tools, options.env_policy)),
+                                         granted_env(winners, options.env_policy)),
                             cwd=f.path.parent, timeout=options.auth_timeout, stdout_cap=1024 * 1024)
     if raw.timed_out:
         return False, f"--authorize did not finish within {options.auth_timeout:g} s"
