@@ -1,8 +1,18 @@
 """One exception family for errors a user can act on; each message says what to do."""
 
+from silica.security.urls import mask_urls
+
 
 class SilicaError(Exception):
-    """Base of every error silica raises on purpose. ``str(err)`` is meant for the user."""
+    """Base of every error silica raises on purpose. ``str(err)`` is meant for the user, so
+    every URL in the message is shown with its credentials masked (``silica.security.urls``):
+    messages quote base URLs, pack sources and SDK errors, and reach terminals, HTTP answers
+    and events."""
+
+    def __init__(self, *args: object) -> None:
+        if args:
+            args = (mask_urls(str(args[0])), *args[1:])
+        super().__init__(*args)
 
 
 class ToolNotFound(SilicaError):

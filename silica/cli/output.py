@@ -21,6 +21,7 @@ from rich.style import StyleType
 from rich.text import Text
 
 from silica.security.text import safe_text
+from silica.security.urls import mask_urls
 
 JsonFlag = Annotated[bool, Parameter(name="--json", negative="",
                                      help="Print JSON (for programs) instead of a table.")]
@@ -105,7 +106,7 @@ def say(message: object, *, console: Console = out, style: StyleType = "") -> No
 
 def labelled(label: str, style: StyleType, message: object) -> None:
     """Print silica's ``label`` in ``style``, then ``message`` made safe, on stderr."""
-    err.print(Text.assemble((label, style), safe_text(str(message))))
+    err.print(Text.assemble((label, style), safe_text(mask_urls(str(message)))))
 
 
 def warn(message: object) -> None:

@@ -24,6 +24,7 @@ from silica.cli.output import (
     warn,
 )
 from silica.errors import SilicaError
+from silica.security.urls import mask_urls
 
 app = App(name="packs", help="Install, update and remove tool packs; start and check your own.")
 
@@ -84,7 +85,7 @@ def install(source: str, *, ref: str | None = None, force: bool = False):
     entry = change.entry
     what = "Reinstalled" if change.old_version else "Installed"
     tools = ", ".join(sorted(p[:-3] for p in entry.files if is_tool_file(p))) or "none"
-    say(f"{what} {entry.name} {entry.version} from {entry.source} "
+    say(f"{what} {entry.name} {entry.version} from {mask_urls(entry.source)} "
         f"({entry.kind}{', ' + _commit_or_digest(entry) if entry.kind != 'folder' else ''})"
         f"\nTools: {tools}\nSee them with 'silica tools list'.")
 
@@ -127,7 +128,7 @@ def _row(pack) -> dict[str, Any]:
         "version": pack.manifest.version if pack.manifest else (entry.version if entry else ""),
         "description": pack.manifest.description if pack.manifest else "",
         "path": str(pack.path),
-        "source": entry.source if entry else "",
+        "source": mask_urls(entry.source) if entry else "",
         "kind": entry.kind if entry else "",
         "ref": entry.ref if entry else None,
         "commit": entry.commit if entry else None,
@@ -170,7 +171,8 @@ def show(name: str, *, json_: JsonFlag = False):
              f"path:      {row['path']}"]
     if pack.entry:
         e = pack.entry
-        lines += [f"source:    {e.source} ({e.kind})", *([f"ref:       {e.ref}"] if e.ref else []),
+        lines += [f"source:    {mask_urls(e.source)} ({e.kind})",
+                  *([f"ref:       {e.ref}"] if e.ref else []),
                   *([f"resolved:  {_commit_or_digest(e)}"] if e.commit or e.digest else []),
                   f"installed: {e.installed_at}"]
     if pack.manifest and pack.manifest.min_silica:

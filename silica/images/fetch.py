@@ -42,6 +42,7 @@ from silica.errors import SilicaError
 from silica.images.intake import display_name
 from silica.images.sniff import normalize_media_type
 from silica.security.text import safe_text
+from silica.security.urls import mask_urls
 
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -84,7 +85,7 @@ class FetchError(SilicaError):
 
 def shown_url(url: str) -> str:
     """``url`` as messages show it: safe for a terminal, at most ``_SHOWN_URL`` long."""
-    text = safe_text(str(url))
+    text = safe_text(mask_urls(str(url)))
     return text if len(text) <= _SHOWN_URL else text[: _SHOWN_URL - 1] + "…"
 
 

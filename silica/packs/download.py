@@ -22,6 +22,7 @@ from pathlib import Path
 import silica
 from silica.packs.errors import PackError, UnsafePack
 from silica.packs.safety import MAX_DOWNLOAD_BYTES
+from silica.security.urls import mask_urls
 
 DOWNLOAD_TIMEOUT = 60.0  # seconds to connect, and for each read
 DOWNLOAD_DEADLINE = 600.0  # seconds for the whole download: 50 MiB at ~90 KiB/s
@@ -111,7 +112,7 @@ class _Download:
                             raise UnsafePack(_too_big(url))
                         digest.update(chunk)
                         out.write(chunk)
-                        self.say(f"downloading {url} ({got / (1024 * 1024):.1f} MiB)")
+                        self.say(f"downloading {mask_urls(url)} ({got / (1024 * 1024):.1f} MiB)")
                 if expected is not None and got != expected:
                     raise PackError(f"the download of {url} ended after {got:,} bytes, but the "
                                     f"server announced {expected:,} (Content-Length); try "

@@ -22,6 +22,7 @@ from silica.packs.download import download
 from silica.packs.errors import ManifestError, PackError
 from silica.packs.manifest import MANIFEST_NAME
 from silica.packs.safety import Budget
+from silica.security.urls import mask_urls
 
 Status = Callable[[str], None]
 
@@ -116,7 +117,7 @@ def fetch(source: Source, work: Path, status: Status | None = None) -> Fetched:
     archive = Path(source.location)
     if source.is_url:
         archive = work / "download"
-        say(f"downloading {source.location}")
+        say(f"downloading {mask_urls(source.location)}")
         digest = download(source.location, archive, say)
     else:
         digest = _sha256(archive)
@@ -158,7 +159,7 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
 
 
 def _clone(source: Source, dest: Path, say: Status) -> str:
-    say(f"cloning {source.location}")
+    say(f"cloning {mask_urls(source.location)}")
     try:
         _git(["clone", "--quiet", "--no-checkout", "--", source.location, str(dest)])
     except PackError as exc:

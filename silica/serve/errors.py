@@ -9,18 +9,20 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from silica.errors import SilicaError
+from silica.security.urls import mask_urls
 
 
 class ApiError(SilicaError):
     """A request the daemon refuses: ``status`` (HTTP), ``code`` (snake_case), ``message``."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        message = mask_urls(message)  # it is sent: no URL's credentials go with it
         super().__init__(message)
         self.status, self.code, self.message, self.extra = status, code, message, extra
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict:
-    return {"error": {"code": code, "message": message, **extra}}
+    return {"error": {"code": code, "message": mask_urls(message), **extra}}
 
 
 def error_response(status: int, code: str, message: str,

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,6 +39,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from silica.errors import SilicaError
+from silica.security.urls import mask_urls
 from silica.serve.bus import NAMESPACE, EventBus, Subscription
 
 log = logging.getLogger("silica.serve")
@@ -56,9 +56,9 @@ INLINE = "silica_inline"  # the channel message that carries such a claim
 
 
 def shown_url(url: str) -> str:
-    """``url`` without its password (for messages and logs)."""
-    url = re.sub(r"//[^@/?#]*@", "//***@", url)
-    return re.sub(r"(?i)(password=)[^&#]*", r"\1***", url)
+    """``url`` without its password (for messages and logs): the one rule of
+    ``silica.security.urls``."""
+    return mask_urls(url)
 
 
 def check_reachable(url: str) -> None:
