@@ -120,3 +120,34 @@ def test_trusting_many_projects_at_once_loses_none(tmp_path):
     assert all(p.wait(timeout=120) == 0 for p in procs)
     listed = json.loads(silica("trust", "--list", "--json").stdout)
     assert sorted(e["path"] for e in listed) == sorted(str(f) for f in folders)
+
+
+def test_a_repository_cloned_inside_a_trusted_one_is_not_trusted(project):
+    """Trust is for one project: a repository nested inside it (a clone, a submodule, a
+    vendored dependency) has other authors and runs nothing until it is trusted itself; a
+    plain folder of the trusted project is part of it."""
+    assert silica("trust", str(project)).returncode == 0
+    nested = project / "vendor" / "dep"
+    (nested / ".git").mkdir(parents=True)
+    marker = hostile_clone(nested)
+    listed = json.loads(silica("tools", "list", "--json", cwd=nested).stdout)
+    rows = {r["name"]: r for r in listed}
+    assert rows["evil"]["status"] == "untrusted"
+    assert f"run 'silica trust {nested}'" in rows["evil"]["reason"]
+    ran = silica("tools", "run", "evil", cwd=nested)
+    assert ran.returncode != 0 and not marker.exists()
+    (nested / ".git").rmdir()
+    (nested / ".git").write_text("gitdir: ../../.git/modules/dep\n")  # a submodule
+    rows = {r["name"]: r for r in json.loads(silica("tools", "list", "--json",
+                                                    cwd=nested).stdout)}
+    assert rows["evil"]["status"] == "untrusted" and not marker.exists()
+    plain = project / "sub"
+    plain.mkdir()
+    ours = hostile_clone(plain, "ours")
+    rows = {r["name"]: r for r in json.loads(silica("tools", "list", "--json",
+                                                    cwd=plain).stdout)}
+    assert rows["ours"]["status"] == "ok" and ours.exists()
+    assert silica("trust", str(nested)).returncode == 0
+    rows = {r["name"]: r for r in json.loads(silica("tools", "list", "--json",
+                                                    cwd=nested).stdout)}
+    assert rows["evil"]["status"] == "ok"

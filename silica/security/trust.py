@@ -3,8 +3,10 @@
 Cloning a repository must not run its code. A project's ``.silica/tools`` and
 ``.agent/tools`` are therefore untrusted until the user trusts the project (its git root,
 or the folder itself outside a repository); then every tool folder at or below it is
-trusted. Nothing in an untrusted folder is read for a spec, run, or written to. The user's
-own tools folder and installed packs are always trusted.
+trusted, except inside a repository nested in it (its own ``.git``: a clone, a submodule, a
+vendored dependency), which is a project of its own and needs its own ``silica trust``.
+Nothing in an untrusted folder is read for a spec, run, or written to. The user's own tools
+folder and installed packs are always trusted.
 
 The list lives in ``$SILICA_HOME/trusted.json``, written atomically; a missing or damaged
 file trusts nothing, and saying so is the caller's job (``TrustStore.problem``).
@@ -78,9 +80,17 @@ class TrustStore:
         return entries
 
     def is_trusted(self, folder: Path) -> bool:
-        """Whether ``folder`` is at or below a trusted path."""
+        """Whether ``folder`` is at or below a trusted path, with no other repository in
+        between: a repository nested in a trusted one (a clone, a submodule, a vendored
+        dependency: anything with its own ``.git``) is a project of its own."""
         folder = Path(os.path.abspath(folder))
-        return any(folder == e.path or e.path in folder.parents for e in self.entries())
+        for entry in self.entries():
+            if folder != entry.path and entry.path not in folder.parents:
+                continue
+            between = [folder, *folder.parents][:len(folder.parts) - len(entry.path.parts)]
+            if not any((d / ".git").exists() for d in between):
+                return True
+        return False
 
     def add(self, path: Path) -> Path:
         """Trust the project that holds ``path``; returns the path recorded."""
