@@ -61,6 +61,9 @@ def main() -> None:
     SIGINT: never a traceback. What the command started is stopped as it unwinds."""
     global PROGRAM
     PROGRAM = True
+    from silica.security.process import harden_process
+
+    harden_process()  # before anything else: secrets leave /proc/<pid>/environ and cmdline
     if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
         print(__version__)
         return
