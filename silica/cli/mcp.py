@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from typing import Annotated
 
@@ -15,8 +16,13 @@ from silica.errors import SilicaError
 app = App(name="mcp", help="Serve your tools to MCP hosts.")
 
 
+TOKEN_VAR = "SILICA_MCP_TOKEN"
+
+
 @app.command
 def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
+          token_file: str | None = None,
+          no_token: Annotated[bool, Parameter(name="--no-token", negative="")] = False,
           shell: Annotated[bool, Parameter(negative="")] = False):
     """Serve every runnable tool over MCP: on stdin/stdout, or over streamable HTTP.
 
@@ -32,6 +38,12 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
         reach it can run your tools.
     port
         With --http: the port (0 takes a free one; the address is printed on stderr).
+    token_file
+        With --http: hosts must send "Authorization: Bearer TOKEN" with the token on the
+        first line of this file ("-": from stdin, or asked for at a terminal). Default:
+        $SILICA_MCP_TOKEN, else a random token per start, printed on stderr.
+    no_token
+        With --http: no token; every user of this machine can then run your tools.
     shell
         Offer the shell tool too. Hosts ask their user before each call, so every command
         runs, unless [shell] allow in config.toml is set: then only the commands it matches.
@@ -44,11 +56,40 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
     handler.setFormatter(SafeLogFormatter("%(name)s: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("silica").setLevel(logging.INFO)
+    token = _token(token_file, no_token) if http else None
     box = toolbox()
     serve_shell(box, shell)
     try:
-        asyncio.run(serve_http(box, host, port) if http else serve_stdio(box))
+        asyncio.run(serve_http(box, host, port, token) if http else serve_stdio(box))
     except SilicaError as exc:
         fail(str(exc))
     except KeyboardInterrupt:  # Ctrl-C is how a person stops a server
         pass
+
+
+def _token(token_file: str | None, no_token: bool) -> str | None:
+    """The bearer token ``--http`` needs (``None``: ``--no-token``), said once on stderr."""
+    from silica.cli.output import err, say, warn
+    from silica.security.tokens import check_token, new_token, read_secret, readable_by_others
+
+    if token_file is not None and no_token:
+        fail("--token-file and --no-token contradict each other: give one", 2)
+    if no_token:
+        warn("--no-token: every user of this machine can run your tools through this server")
+        return None
+    try:
+        if token_file is not None:
+            if readable_by_others(token_file):
+                warn(f"{token_file} can be read by other users; make it yours only: "
+                     f"chmod 600 {token_file}")
+            return check_token(read_secret(token_file))
+        if given := os.environ.get(TOKEN_VAR):
+            return check_token(given)
+    except SilicaError as exc:
+        fail(str(exc), 2)
+    token = new_token()
+    say(f"silica mcp serve: hosts must send the header \"Authorization: Bearer {token}\" "
+        "(in the host's settings for this server, e.g. \"headers\": {\"Authorization\": "
+        f"\"Bearer {token}\"}}). This token is new each start: for a fixed one, use "
+        f"--token-file PATH or ${TOKEN_VAR}.", console=err)
+    return token

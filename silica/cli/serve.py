@@ -15,21 +15,29 @@ from cyclopts import Parameter
 
 from silica.cli.agent import AllowShell
 from silica.cli.output import SafeLogFormatter, fail, warn
+from silica.errors import SilicaError
+from silica.security.process import hide_from_proc, url_passwords
+from silica.security.tokens import SHORT, check_token, new_token, read_secret, readable_by_others
 
 TOKEN_VAR = "SILICA_SERVE_TOKEN"
-_TOKEN = re.compile(r"^[\x21-\x7e]{1,512}$")  # sent in headers and a cookie: printable ASCII
+REDIS_VAR = "SILICA_SERVE_REDIS"
 
 
 def serve(
     *,
     host: str | None = None,
     port: int | None = None,
+    token_file: str | None = None,
     token: str | None = None,
+    no_token: Annotated[bool, Parameter(name="--no-token", negative="")] = False,
     redis: str | None = None,
     open: Annotated[bool, Parameter(name="--open", negative="")] = False,  # noqa: A002
     allow_shell: AllowShell = False,
 ):
     """Serve the agent over HTTP, Socket.IO and SSE, with a web page at /.
+
+    Every request needs a token: a fresh random one each start unless you give one, shown in
+    the link printed at start (open it: the page keeps the token in a cookie).
 
     Sessions, images, tools and config are the CLI's own: silica chat --resume ID goes on
     with a session started here, and the page lists sessions started by silica chat.
@@ -37,47 +45,93 @@ def serve(
     Parameters
     ----------
     host
-        The address to listen on (default: [serve] host, 127.0.0.1). Any other than a
-        loopback address needs a token.
+        The address to listen on (default: [serve] host, 127.0.0.1).
     port
         The port (default: [serve] port, 8700; 0 takes a free one).
+    token_file
+        Read the token from the first line of this file ("-": from stdin, or asked for at a
+        terminal). Default: $SILICA_SERVE_TOKEN, else a random token per start.
     token
-        The token every request needs (default: $SILICA_SERVE_TOKEN; none on 127.0.0.1).
+        The token itself. Every local user can read a command line: prefer --token-file or
+        $SILICA_SERVE_TOKEN.
+    no_token
+        Serve on a loopback address without a token: every local user can then run your
+        tools through it.
     redis
-        A redis:// URL: share events with other silica serve processes.
+        A redis:// URL: share events with other silica serve processes (default:
+        $SILICA_SERVE_REDIS, else [serve] redis). Put a password in the variable or the
+        config, not on the command line.
     open
         Open the page in a browser once listening.
     """
     from silica.config import load_settings
-    from silica.errors import SilicaError
     from silica.serve.options import ServeOptions, is_loopback
 
     try:
         settings = load_settings()
     except SilicaError as exc:
         fail(str(exc))
+    try:
+        token = _token(token_file, token, no_token)
+    except SilicaError as exc:
+        fail(str(exc), 2)
     host = host or settings.serve.host
     port = settings.serve.port if port is None else port
     if not 0 <= port <= 65535:
         fail(f"--port must be 0-65535, not {port}", 2)
-    token = token or os.environ.get(TOKEN_VAR) or None
-    if token is not None and not _TOKEN.fullmatch(token):
-        fail("the token must be 1-512 printable characters without spaces; make one with: "
-             "python -c \"import secrets; print(secrets.token_urlsafe())\"", 2)
     if not is_loopback(host) and not token:
         fail(f"--host {host} is reachable from other machines, and anyone who reaches silica "
-             f"serve can run your tools: give a token with --token or ${TOKEN_VAR} (make one "
-             "with: python -c \"import secrets; print(secrets.token_urlsafe())\"), or serve "
-             "on 127.0.0.1", 2)
-    if redis is not None and not re.match(r"^rediss?://", redis):
-        fail(f"--redis must be a redis:// or rediss:// URL, not {redis!r}", 2)
+             "serve can run your tools: leave out --no-token (a random token is made), give "
+             f"one with --token-file or ${TOKEN_VAR}, or serve on 127.0.0.1", 2)
+    if no_token:
+        warn("--no-token: every user of this machine can run your tools through this "
+             "daemon; leave it out and open the link printed below instead")
+    redis = _redis(redis)
     _log_to_stderr()
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
                                 allow_shell=allow_shell, redis=redis)
-    if token and len(token) < 16:
-        warn("the token is short; anyone who guesses it can run your tools (use 16 or more "
-             "random characters)")
+    if token and len(token) < SHORT:
+        warn(f"the token is short; anyone who guesses it can run your tools (use {SHORT} or "
+             "more random characters)")
     _serve(options, host, port, open)
+
+
+def _token(token_file: str | None, token: str | None, no_token: bool) -> str | None:
+    """The token the daemon needs (``None``: none, by ``--no-token``). ``SilicaError`` for
+    options that contradict each other or a token that cannot be used."""
+    given = [name for name, value in (("--token-file", token_file), ("--token", token),
+                                      ("--no-token", no_token or None)) if value is not None]
+    if len(given) > 1:
+        raise SilicaError(f"{' and '.join(given)} contradict each other: give one")
+    if no_token:
+        return None
+    if token is not None:
+        hide_from_proc(token)
+        warn("--token on the command line can be read by every user of this machine (ps, "
+             f"/proc) until silica starts; use --token-file PATH or ${TOKEN_VAR} instead")
+        return check_token(token)
+    if token_file is not None:
+        if readable_by_others(token_file):
+            warn(f"{token_file} can be read by other users; make it yours only: "
+                 f"chmod 600 {token_file}")
+        return check_token(read_secret(token_file))
+    given_env = os.environ.get(TOKEN_VAR)
+    return check_token(given_env) if given_env else new_token()
+
+
+def _redis(redis: str | None) -> str | None:
+    """The Redis URL of ``--redis`` or ``$SILICA_SERVE_REDIS`` (``None``: the config's)."""
+    if redis is not None and url_passwords(redis):
+        # masked in /proc/<pid>/cmdline already (silica.security.process.harden_process)
+        warn("--redis holds a password, which every user of this machine can read on a "
+             f"command line (ps, /proc) until silica starts; set ${REDIS_VAR} or [serve] "
+             "redis in config.toml instead")
+    redis = redis or os.environ.get(REDIS_VAR) or None
+    if redis is not None and not re.match(r"^rediss?://", redis):
+        from silica.serve.redis_bus import shown_url
+
+        fail(f"--redis must be a redis:// or rediss:// URL, not {shown_url(redis)!r}", 2)
+    return redis
 
 
 def _serve(options, host: str, port: int, open_page: bool) -> None:

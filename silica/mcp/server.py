@@ -55,6 +55,7 @@ from silica import __version__
 from silica.blocks import ImageBlock, ToolResult
 from silica.errors import SilicaError
 from silica.security.text import safe_text
+from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
 from silica.tools.toolbox import Toolbox
 
@@ -390,17 +391,20 @@ async def serve_stdio(toolbox: Toolbox) -> None:
         log.debug("the client went away")
 
 
-async def serve_http(toolbox: Toolbox, host: str, port: int) -> None:
+async def serve_http(toolbox: Toolbox, host: str, port: int, token: str | None = None) -> None:
     """Serve ``toolbox`` over streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
-    Port 0 takes a free port; the address served is logged (stderr) either way. On a
-    loopback host, requests naming another host or origin are refused (DNS rebinding).
+    Port 0 takes a free port; the address served is logged (stderr) either way. With a
+    ``token``, every request needs ``Authorization: Bearer TOKEN`` (else 401). On a loopback
+    host, requests naming another host or origin are refused (DNS rebinding).
     ``SilicaError`` if the address cannot be listened on.
     """
     import uvicorn
 
     tools = ToolServer(toolbox)
     app = tools.server.streamable_http_app(host=host)
+    if token:
+        app = BearerGuard(app, token)
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.create_server((host, port), family=family)
@@ -411,8 +415,9 @@ async def serve_http(toolbox: Toolbox, host: str, port: int) -> None:
     shown = f"[{host}]" if ":" in host else host
     log.info("serving MCP at http://%s:%d/mcp", shown, bound)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("%s is reachable from other machines: anyone who can connect can run "
-                    "your tools", host)
+        log.warning("%s is reachable from other machines: anyone who can connect%s can run "
+                    "your tools", host,
+                    " with the token" if token else "")
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(tools.watch)
@@ -421,3 +426,26 @@ async def serve_http(toolbox: Toolbox, host: str, port: int) -> None:
         finally:
             sock.close()
             tasks.cancel_scope.cancel()
+
+
+class BearerGuard:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer TOKEN`` get a 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope.get("headers", ())}
+            if not token_matches(self.token, bearer(headers)):
+                from starlette.responses import JSONResponse
+
+                refusal = JSONResponse(
+                    {"error": "unauthorized", "message": (
+                        "this server needs its token: send Authorization: Bearer <token> "
+                        "(silica mcp serve --http printed it at start)")},
+                    status_code=401, headers={"WWW-Authenticate": 'Bearer realm="silica"'})
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -29,7 +29,7 @@ from functools import lru_cache
 SECRET_PATTERNS: tuple[str, ...] = (
     "*_KEY", "*_API_KEY", "*_TOKEN", "*_SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS",
     "*CREDENTIAL*", "AWS_*", "AZURE_*", "ANTHROPIC_*", "OPENAI_*", "GEMINI_*", "GOOGLE_*",
-    "GITHUB_*", "SSH_AUTH_SOCK", "SILICA_SERVE_TOKEN",
+    "GITHUB_*", "SSH_AUTH_SOCK", "SILICA_SERVE_TOKEN", "SILICA_SERVE_REDIS",
 )
 """Names of variables no tool sees unless granted (matched case-insensitively)."""
 

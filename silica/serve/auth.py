@@ -21,7 +21,6 @@ A refusal is the JSON error of every route (401 with ``WWW-Authenticate: Bearer`
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -29,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from starlette.responses import RedirectResponse
 
+from silica.security.tokens import bearer, token_matches
 from silica.serve.errors import error_response
 from silica.serve.options import is_loopback
 
@@ -36,22 +36,9 @@ COOKIE = "silica_token"
 SOCKETIO_PATH = "/socket.io"
 
 
-def token_matches(expected: str | None, given: str | None) -> bool:
-    """Whether ``given`` is the token (always, when there is none); constant time."""
-    if not expected:
-        return True
-    if not given:
-        return False
-    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape"))
-
-
 def token_from(headers: Mapping[str, str]) -> str | None:
     """The token a request carries: ``Authorization: Bearer T``, else the cookie."""
-    auth = headers.get("authorization", "")
-    scheme, _, value = auth.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return cookie_token(headers.get("cookie", ""))
+    return bearer(headers) or cookie_token(headers.get("cookie", ""))
 
 
 def cookie_token(header: str) -> str | None:
