@@ -13,7 +13,9 @@
 ``start_daemon(home, env=..., args=(), cwd=None, token=None)`` runs ``python -m silica serve
 --port P`` (a free port) with ``SILICA_HOME=home`` and ``env`` on top of this environment
 (every provider's key, URL and host taken out first, so only ``env`` points anywhere), and
-returns once the daemon answers HTTP. ``Daemon``: ``url`` (``http://127.0.0.1:P``, no
+returns once the daemon answers HTTP. The daemon gets ``token`` (default: a random one) in
+``$SILICA_SERVE_TOKEN``, as a user should give it; ``--token`` or ``--no-token`` in ``args``
+are passed as they are. ``Daemon``: ``url`` (``http://127.0.0.1:P``, no
 trailing slash), ``port``, ``home``, ``proc``, ``token``, ``start_line`` (what it printed),
 ``headers`` (the ``Authorization`` header when there is a token), ``client()`` /
 ``async_client()``, ``stderr()``, ``stop()`` (SIGTERM, then its exit code) and ``kill()``
@@ -29,6 +31,7 @@ import contextlib
 import http.client
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -149,13 +152,14 @@ def start_daemon(home: Path, *, env: dict[str, str] | None = None, args: Any = (
                  cwd: Path | None = None, token: str | None = None,
                  port: int | None = None) -> Daemon:
     """Start ``silica serve`` and wait until it answers (see the module docstring)."""
-    args = list(args)
-    if token is not None:
-        args += ["--token", token]
-    elif "--token" in args:
+    args, env = list(args), dict(env or {})
+    if "--token" in args:
         token = args[args.index("--token") + 1]
-    elif env and env.get("SILICA_SERVE_TOKEN"):
-        token = env["SILICA_SERVE_TOKEN"]
+    elif "--no-token" in args:
+        token = None
+    else:
+        token = token or env.get("SILICA_SERVE_TOKEN") or secrets.token_urlsafe(16)
+        env["SILICA_SERVE_TOKEN"] = token
     port = port or free_port()
     logs = Path(tempfile.mkdtemp(prefix="silica-serve-"))
     with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:

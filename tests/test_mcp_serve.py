@@ -25,6 +25,7 @@ from conftest import script_tool, simple_spec, write_tool
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from PIL import Image
 
@@ -198,22 +199,22 @@ def test_a_cancelled_call_stops_its_tool_and_the_server_keeps_serving(examples, 
     assert not again.is_error and text_of(again).strip() == "Hello, again."
 
 
-@pytest.fixture
-def http_server(examples, tmp_path):
-    """``silica mcp serve --http --port 0``: the URL it reports on stderr."""
+@contextlib.contextmanager
+def mcp_http(*args: str, tmp_path: Path):
+    """``silica mcp serve --http --port 0 ARGS``: the URL it reports on stderr, and stderr."""
     err = tmp_path / "http.err"
+    env = {k: v for k, v in os.environ.items() if k != "SILICA_MCP_TOKEN"}
     with open(err, "w", encoding="utf-8") as errfile:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "silica", "mcp", "serve", "--http", "--port", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errfile,
-            env=os.environ.copy())
+            [sys.executable, "-m", "silica", "mcp", "serve", "--http", "--port", "0", *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errfile, env=env)
     try:
         deadline = time.monotonic() + 60
         while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
             assert proc.poll() is None, err.read_text()
             assert time.monotonic() < deadline, "the server never said where it listens"
             time.sleep(0.1)
-        yield found.group(1)
+        yield found.group(1), err.read_text()
     finally:
         proc.terminate()
         try:
@@ -225,15 +226,27 @@ def http_server(examples, tmp_path):
             assert proc.stdout.read() == b""  # over HTTP too, logs go to stderr
 
 
+@pytest.fixture
+def http_server(examples, tmp_path):
+    """``silica mcp serve --http``: its URL, and the token it printed for hosts."""
+    with mcp_http(tmp_path=tmp_path) as (url, said):
+        token = re.search(r'Authorization: Bearer ([^"\s]+)', said)
+        assert token, said
+        yield url, token.group(1)
+
+
 def test_http_serves_on_loopback(http_server):
+    url, token = http_server
+
     async def act():
-        async with streamable_http_client(http_server) as (read, write), \
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with client, streamable_http_client(url, http_client=client) as (read, write), \
                 ClientSession(read, write) as session:
             await session.initialize()
             return (await session.list_tools(),
                     await session.call_tool("hello", {"name": "HTTP", "excited": True}))
 
-    assert http_server.startswith("http://127.0.0.1:") and http_server.endswith("/mcp")
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
     listed, result = bounded(act())
     assert {"hello", "chart", "read_file"} <= {t.name for t in listed.tools}
     assert not result.is_error and text_of(result).strip() == "Hello, HTTP!"
