@@ -21,7 +21,7 @@ TOKEN_VAR = "SILICA_MCP_TOKEN"
 
 @app.command
 def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
-          token_file: str | None = None,
+          token_file: Annotated[str | None, Parameter(allow_leading_hyphen=True)] = None,
           no_token: Annotated[bool, Parameter(name="--no-token", negative="")] = False,
           shell: Annotated[bool, Parameter(negative="")] = False):
     """Serve every runnable tool over MCP: on stdin/stdout, or over streamable HTTP.

@@ -27,7 +27,7 @@ def serve(
     *,
     host: str | None = None,
     port: int | None = None,
-    token_file: str | None = None,
+    token_file: Annotated[str | None, Parameter(allow_leading_hyphen=True)] = None,
     token: str | None = None,
     no_token: Annotated[bool, Parameter(name="--no-token", negative="")] = False,
     redis: str | None = None,
