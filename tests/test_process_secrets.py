@@ -167,12 +167,19 @@ def test_mcp_serve_over_http(world, tmp_path):
 def test_exec(world, tmp_path):
     walker = tmp_path / "walk.py"
     walker.write_text(WALK)
+    urls = ["https://me:URLSECRET1@example.org/x", "https://example.org/?api_key=URLSECRET2"]
     done = subprocess.run([sys.executable, "-m", "silica", "exec", "--", sys.executable,
-                           str(walker)], capture_output=True, text=True, timeout=300,
+                           str(walker), *urls], capture_output=True, text=True, timeout=300,
                           env=world)
     # exec gives what a tool gets without a grant: the report says so, and nothing leaked
     assert done.returncode == 0, done.stderr
     assert_nothing_found(done.stdout.replace("grant: missing", "grant: ok"))
+    # the secrets of URLs on silica's command line are masked there (the command keeps its
+    # own: it is the user's)
+    ours = "\n".join(silica_lines(done.stdout))
+    assert "URLSECRET" not in ours
+    assert f"https://{'*' * len('me:URLSECRET1')}@example.org/x" in ours
+    assert "api_key=**********" in ours
 
 
 def test_serve_daemon(home, tmp_path):

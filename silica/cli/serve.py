@@ -16,8 +16,9 @@ from cyclopts import Parameter
 from silica.cli.agent import AllowShell
 from silica.cli.output import SafeLogFormatter, fail, warn
 from silica.errors import SilicaError
-from silica.security.process import hide_from_proc, url_passwords
+from silica.security.process import hide_from_proc, url_secrets
 from silica.security.tokens import SHORT, check_token, new_token, read_secret, readable_by_others
+from silica.security.urls import mask_urls
 
 TOKEN_VAR = "SILICA_SERVE_TOKEN"
 REDIS_VAR = "SILICA_SERVE_REDIS"
@@ -121,16 +122,14 @@ def _token(token_file: str | None, token: str | None, no_token: bool) -> str | N
 
 def _redis(redis: str | None) -> str | None:
     """The Redis URL of ``--redis`` or ``$SILICA_SERVE_REDIS`` (``None``: the config's)."""
-    if redis is not None and url_passwords(redis):
+    if redis is not None and url_secrets(redis):
         # masked in /proc/<pid>/cmdline already (silica.security.process.harden_process)
         warn("--redis holds a password, which every user of this machine can read on a "
              f"command line (ps, /proc) until silica starts; set ${REDIS_VAR} or [serve] "
              "redis in config.toml instead")
     redis = redis or os.environ.get(REDIS_VAR) or None
     if redis is not None and not re.match(r"^rediss?://", redis):
-        from silica.serve.redis_bus import shown_url
-
-        fail(f"--redis must be a redis:// or rediss:// URL, not {shown_url(redis)!r}", 2)
+        fail(f"--redis must be a redis:// or rediss:// URL, not {mask_urls(redis)!r}", 2)
     return redis
 
 

@@ -13,8 +13,9 @@ What a caller may rely on, on Linux (elsewhere both do nothing):
   patterns and ``$SILICA_TOOL_ENV_WITHHOLD``) is zeroed in the exec-time environment block,
   so ``/proc/<pid>/environ`` no longer shows it; ``os.environ`` and libc's ``environ`` still
   hold it (set again, on the heap), so SDKs, grants and subprocesses work as before.
-  A password in a URL argument (``scheme://user:PASSWORD@host``) is masked in the argument
-  block, so ``/proc/<pid>/cmdline`` and ``ps`` no longer show it (``sys.argv`` keeps it).
+  The secrets of URLs in the arguments (what ``silica.security.urls.mask_urls`` masks: user
+  information, secret query values) are masked with ``*`` in the argument block, so
+  ``/proc/<pid>/cmdline`` and ``ps`` no longer show them (``sys.argv`` keeps them).
 - The process is made non-dumpable (``PR_SET_DUMPABLE`` 0): processes of the same user cannot
   ptrace it or read its memory, environment or open files through ``/proc``; and its core
   size soft limit is 0. Neither stops root, hence the scrubbing above.
@@ -29,13 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Callable
 
 PR_SET_DUMPABLE = 4
 _MASK = b"*"
-_URL_PASSWORD = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:([^/@\s]+)@")
 
 
 def harden_process() -> None:
@@ -51,8 +50,8 @@ def harden_process() -> None:
         _edit_block("env", _zero_values(frozenset(os.fsencode(n) for n in secret)))
         for name in secret:  # libc's environ points at a fresh copy now, not at the block
             os.environ[name] = os.environ[name]
-    if any(b"@" in os.fsencode(arg) for arg in sys.argv[1:]):
-        _edit_block("arg", _mask_url_passwords)
+    if any("://" in arg or "=" in arg for arg in sys.argv[1:]):
+        _edit_block("arg", _mask_url_secrets)
     _not_dumpable()
 
 
@@ -75,9 +74,11 @@ def hide_from_proc(value: str) -> bool:
     return found
 
 
-def url_passwords(text: str) -> list[str]:
-    """The passwords of the ``scheme://user:password@`` URLs in ``text``, as written."""
-    return [os.fsdecode(m) for m in _URL_PASSWORD.findall(os.fsencode(text))]
+def url_secrets(text: str) -> list[str]:
+    """The secrets of the URLs in ``text`` (see ``silica.security.urls``), as written."""
+    from silica.security.urls import secret_spans
+
+    return [text[start:end] for start, end in secret_spans(text)]
 
 
 def _zero_values(names: frozenset[bytes]) -> Callable[[bytes], bytes]:
@@ -94,11 +95,18 @@ def _zero_values(names: frozenset[bytes]) -> Callable[[bytes], bytes]:
     return zero
 
 
-def _mask_url_passwords(block: bytes) -> bytes:
+def _mask_url_secrets(block: bytes) -> bytes:
+    from silica.security.urls import secret_spans
+
     name_end = block.find(b"\0") + 1
     out = bytearray(block)
-    for match in _URL_PASSWORD.finditer(block, name_end):
-        out[match.start(1):match.end(1)] = _MASK * (match.end(1) - match.start(1))
+    # latin-1: one character per byte, so the spans found are byte offsets; each argument on
+    # its own, so no match runs from one into the next
+    at = name_end
+    for arg in block[name_end:].split(b"\0"):
+        for start, end in secret_spans(arg.decode("latin-1")):
+            out[at + start:at + end] = _MASK * (end - start)
+        at += len(arg) + 1
     return bytes(out)
 
 

@@ -35,3 +35,11 @@ def mask_urls(text: str) -> str:
         return text
     text = _USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
     return _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, text)
+
+
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each secret ``mask_urls`` would replace in ``text``: for masking
+    in place, where the text must keep its length (a process's command line)."""
+    spans = [(m.end(1), m.end() - 1) for m in _USERINFO.finditer(text)]
+    spans += [(m.end(1), m.end()) for m in _SECRET_PARAM.finditer(text)]
+    return [(start, end) for start, end in spans if end > start]
