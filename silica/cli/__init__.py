@@ -56,17 +56,19 @@ def __getattr__(name: str):
 
 
 def main() -> None:
-    """Run the ``silica`` command. Ctrl-C ends any command (but ``mcp serve``, which stops
-    quietly) with the one line "interrupted" on stderr and exit code 130, as a shell reports
-    SIGINT: never a traceback. What the command started is stopped as it unwinds."""
+    """Run the ``silica`` command. First the process hides its secrets from other processes
+    (``silica.security.process``; ``--version`` alone is answered before: it runs nothing).
+    Ctrl-C ends any command (but ``mcp serve``, which stops quietly) with the one line
+    "interrupted" on stderr and exit code 130, as a shell reports SIGINT: never a
+    traceback. What the command started is stopped as it unwinds."""
     global PROGRAM
     PROGRAM = True
-    from silica.security.process import harden_process
-
-    harden_process()  # before anything else: secrets leave /proc/<pid>/environ and cmdline
     if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
         print(__version__)
         return
+    from silica.security.process import harden_process
+
+    harden_process()  # before anything else: secrets leave /proc/<pid>/environ and cmdline
     app = _app()
     app.suppress_keyboard_interrupt = False  # cyclopts would exit 130 without a word
     try:
