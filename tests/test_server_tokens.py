@@ -247,3 +247,33 @@ def test_mcp_http_token_from_a_file_or_the_variable_or_none(tmp_path):
     with McpHttp(tmp_path, "--no-token") as server:
         assert "warning: --no-token: every user of this machine" in server.stderr()
         assert "read_file" in tools_listed(server.url, None)
+
+
+def test_the_token_is_asked_for_without_echo_at_a_terminal(home):
+    import pty
+    import select
+    import signal
+
+    typed = "typed-token-0123456789abcdef"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: silica serve on a terminal
+        os.environ.update(daemon_env(home))
+        os.execv(sys.executable, [sys.executable, "-m", "silica", "serve", "--port", "0",
+                                  "--token-file", "-"])
+    shown, answered = b"", False
+    try:
+        deadline = time.monotonic() + 120
+        while b"silica serve: http" not in shown or not shown.endswith(b"\n"):
+            assert time.monotonic() < deadline, shown
+            if select.select([fd], [], [], 0.5)[0]:
+                shown += os.read(fd, 4096)
+            if not answered and b"token: " in shown:
+                os.write(fd, typed.encode() + b"\n")
+                answered = True
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    prompt, _, start = shown.decode().partition("silica serve: ")
+    assert prompt.strip() == "token:"  # what was typed was not echoed
+    assert start.strip().endswith(f"/?token={typed}")
