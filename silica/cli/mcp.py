@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 from typing import Annotated
 
@@ -68,28 +67,22 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
 
 
 def _token(token_file: str | None, no_token: bool) -> str | None:
-    """The bearer token ``--http`` needs (``None``: ``--no-token``), said once on stderr."""
+    """The bearer token ``--http`` needs (``None``: ``--no-token``); a new one is shown once
+    on stderr, with how to give it to a host."""
     from silica.cli.output import err, say, warn
-    from silica.security.tokens import check_token, new_token, read_secret, readable_by_others
+    from silica.security.tokens import choose_token
 
-    if token_file is not None and no_token:
-        fail("--token-file and --no-token contradict each other: give one", 2)
-    if no_token:
-        warn("--no-token: every user of this machine can run your tools through this server")
-        return None
     try:
-        if token_file is not None:
-            if readable_by_others(token_file):
-                warn(f"{token_file} can be read by other users; make it yours only: "
-                     f"chmod 600 {token_file}")
-            return check_token(read_secret(token_file))
-        if given := os.environ.get(TOKEN_VAR):
-            return check_token(given)
+        choice = choose_token(token_file=token_file, given=None, no_token=no_token,
+                              variable=TOKEN_VAR)
     except SilicaError as exc:
         fail(str(exc), 2)
-    token = new_token()
-    say(f"silica mcp serve: hosts must send the header \"Authorization: Bearer {token}\" "
-        "(in the host's settings for this server, e.g. \"headers\": {\"Authorization\": "
-        f"\"Bearer {token}\"}}). This token is new each start: for a fixed one, use "
-        f"--token-file PATH or ${TOKEN_VAR}.", console=err)
-    return token
+    for warning in choice.warnings:
+        warn(warning)
+    if choice.made:
+        token = choice.token
+        say(f"silica mcp serve: hosts must send the header \"Authorization: Bearer {token}\" "
+            "(in the host's settings for this server, e.g. \"headers\": {\"Authorization\": "
+            f"\"Bearer {token}\"}}). This token is new each start: for a fixed one, use "
+            f"--token-file PATH or ${TOKEN_VAR}.", console=err)
+    return choice.token

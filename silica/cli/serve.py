@@ -16,8 +16,8 @@ from cyclopts import Parameter
 from silica.cli.agent import AllowShell
 from silica.cli.output import SafeLogFormatter, fail, warn
 from silica.errors import SilicaError
-from silica.security.process import hide_from_proc, url_secrets
-from silica.security.tokens import SHORT, check_token, new_token, read_secret, readable_by_others
+from silica.security.process import url_secrets
+from silica.security.tokens import SHORT, choose_token
 from silica.security.urls import mask_urls
 
 TOKEN_VAR = "SILICA_SERVE_TOKEN"
@@ -73,9 +73,11 @@ def serve(
     except SilicaError as exc:
         fail(str(exc))
     try:
-        token = _token(token_file, token, no_token)
+        choice = choose_token(token_file=token_file, given=token, no_token=no_token,
+                              variable=TOKEN_VAR)
     except SilicaError as exc:
         fail(str(exc), 2)
+    token = choice.token
     host = host or settings.serve.host
     port = settings.serve.port if port is None else port
     if not 0 <= port <= 65535:
@@ -84,9 +86,8 @@ def serve(
         fail(f"--host {host} is reachable from other machines, and anyone who reaches silica "
              "serve can run your tools: leave out --no-token (a random token is made), give "
              f"one with --token-file or ${TOKEN_VAR}, or serve on 127.0.0.1", 2)
-    if no_token:
-        warn("--no-token: every user of this machine can run your tools through this "
-             "daemon; leave it out and open the link printed below instead")
+    for warning in choice.warnings:
+        warn(warning)
     redis = _redis(redis)
     _log_to_stderr()
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
@@ -95,29 +96,6 @@ def serve(
         warn(f"the token is short; anyone who guesses it can run your tools (use {SHORT} or "
              "more random characters)")
     _serve(options, host, port, open)
-
-
-def _token(token_file: str | None, token: str | None, no_token: bool) -> str | None:
-    """The token the daemon needs (``None``: none, by ``--no-token``). ``SilicaError`` for
-    options that contradict each other or a token that cannot be used."""
-    given = [name for name, value in (("--token-file", token_file), ("--token", token),
-                                      ("--no-token", no_token or None)) if value is not None]
-    if len(given) > 1:
-        raise SilicaError(f"{' and '.join(given)} contradict each other: give one")
-    if no_token:
-        return None
-    if token is not None:
-        hide_from_proc(token)
-        warn("--token on the command line can be read by every user of this machine (ps, "
-             f"/proc) until silica starts; use --token-file PATH or ${TOKEN_VAR} instead")
-        return check_token(token)
-    if token_file is not None:
-        if readable_by_others(token_file):
-            warn(f"{token_file} can be read by other users; make it yours only: "
-                 f"chmod 600 {token_file}")
-        return check_token(read_secret(token_file))
-    given_env = os.environ.get(TOKEN_VAR)
-    return check_token(given_env) if given_env else new_token()
 
 
 def _redis(redis: str | None) -> str | None:

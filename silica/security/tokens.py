@@ -1,6 +1,8 @@
 """The tokens that guard silica's servers (``serve``, ``mcp serve --http``): made, read from
 where other users cannot see them, and checked.
 
+    choice = choose_token(token_file=None, given=None, no_token=False,
+                          variable="SILICA_SERVE_TOKEN")   # what a server's options say
     token = new_token()                       # a fresh random one, per start
     token = read_secret("~/.silica/token")    # the first line of a file; "-": stdin or a prompt
     check_token(token)                        # SilicaError unless printable ASCII, 1-512
@@ -16,6 +18,7 @@ import secrets
 import stat
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from silica.errors import SilicaError
@@ -23,6 +26,45 @@ from silica.errors import SilicaError
 _TOKEN = re.compile(r"^[\x21-\x7e]{1,512}$")  # sent in headers and a cookie: printable ASCII
 MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe())"'
 SHORT = 16  # characters: a shorter token is worth a warning
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    """The token a server needs (``None``: none), whether it was ``made`` here (so it must
+    be shown to the user), and ``warnings`` to print."""
+
+    token: str | None
+    made: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def choose_token(*, token_file: str | None, given: str | None, no_token: bool,
+                 variable: str) -> TokenChoice:
+    """The token of a server started with ``--token-file`` (``token_file``), ``--token``
+    (``given``: masked in this process's command line, with a warning) or ``--no-token``,
+    else ``$variable``, else a new one. ``SilicaError`` for options that contradict each
+    other, or a token that cannot be read or used."""
+    from silica.security.process import hide_from_proc
+
+    named = [name for name, value in (("--token-file", token_file), ("--token", given),
+                                      ("--no-token", no_token or None)) if value is not None]
+    if len(named) > 1:
+        raise SilicaError(f"{' and '.join(named)} contradict each other: give one")
+    if no_token:
+        return TokenChoice(None, warnings=[
+            "--no-token: every user of this machine can run your tools through this server"])
+    if given is not None:
+        hide_from_proc(given)
+        return TokenChoice(check_token(given), warnings=[
+            "--token on the command line can be read by every user of this machine (ps, "
+            f"/proc) until silica starts; use --token-file PATH or ${variable} instead"])
+    if token_file is not None:
+        warnings = [f"{token_file} can be read by other users; make it yours only: "
+                    f"chmod 600 {token_file}"] if readable_by_others(token_file) else []
+        return TokenChoice(check_token(read_secret(token_file)), warnings=warnings)
+    if from_env := os.environ.get(variable):
+        return TokenChoice(check_token(from_env))
+    return TokenChoice(new_token(), made=True)
 
 
 def new_token() -> str:
