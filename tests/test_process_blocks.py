@@ -87,3 +87,27 @@ def test_a_process_that_hardened_itself_shows_no_secret():
     environ, _, kept = done.stdout.rpartition("|")
     assert "hunter2-secret" not in environ and "MY_API_KEY=" in environ
     assert kept == "hunter2-secret"
+
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_a_secret_file_gives_its_first_line_stripped(tmp_path_factory, first, rest):
+    import pytest
+
+    from silica.errors import SilicaError
+    from silica.security.tokens import check_token, read_secret
+
+    first = first.replace("\r", "").replace("\n", "")
+    path = tmp_path_factory.mktemp("secret") / "token"
+    path.write_text(f"{first}\n{rest}", encoding="utf-8")
+    if not first.strip():
+        with pytest.raises(SilicaError, match="no token in"):
+            read_secret(str(path))
+        return
+    assert read_secret(str(path)) == first.strip()
+    token = first.strip()
+    valid = len(token) <= 512 and all("\x21" <= c <= "\x7e" for c in token)
+    if valid:
+        assert check_token(token) == token
+    else:
+        with pytest.raises(SilicaError, match="printable characters"):
+            check_token(token)
