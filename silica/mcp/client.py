@@ -1,7 +1,8 @@
 """The pieces of talking to one MCP server: its transport, its stderr, its errors explained.
 
-``transport(name, server, stderr)`` is the SDK transport for a server's settings (stdio,
-streamable HTTP or SSE, with ``headers`` expanded from the environment). ``explain`` turns
+``transport(name, server, stderr, start)`` is the SDK transport for a server's settings
+(stdio, started where ``silica.security.server_start`` says; streamable HTTP or SSE, with
+``headers`` expanded from the environment). ``explain`` turns
 whatever went wrong into one message for the model and the person, with the end of the
 server's stderr. Connections themselves are ``silica.mcp.connections``'s business.
 
@@ -21,6 +22,7 @@ from typing import IO, Any
 
 from silica.config import McpServerSettings
 from silica.errors import SilicaError
+from silica.security.server_start import ServerStart
 
 _STDERR_TAIL = 600  # characters of stderr quoted in a message
 STDERR_KEEP = 64 * 1024  # bytes of a server's stderr kept while it runs
@@ -91,15 +93,20 @@ def expand_headers(name: str, headers: Mapping[str, str],
     return done
 
 
-def transport(name: str, server: McpServerSettings, stderr: IO[str] | None):
-    """The SDK transport (an async context manager of the two streams) for ``server``."""
+def transport(name: str, server: McpServerSettings, stderr: IO[str] | None,
+              start: ServerStart | None = None):
+    """The SDK transport (an async context manager of the two streams) for ``server``; a
+    stdio server runs ``start.command`` in ``start.cwd`` (``silica.security.server_start``
+    decides both; every stdio server silica starts is given one)."""
     if server.url:
         return _http(name, server)
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=server.command or "", args=server.args,
-                                   env=server.env or None, cwd=server.cwd)
+    if start is None:
+        raise ValueError("a stdio MCP server needs its ServerStart")
+    params = StdioServerParameters(command=start.command, args=server.args,
+                                   env=server.env or None, cwd=start.cwd)
     return stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
 
 
@@ -122,7 +129,8 @@ async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
 
 
 def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: float,
-            what: str, started: bool, stderr: str, noise: list[str]) -> str:
+            what: str, started: bool, stderr: str, noise: list[str],
+            start: ServerStart | None = None) -> str:
     """One message for the model and the person: what failed, and what the server said."""
     from mcp.shared.exceptions import MCPError
     from pydantic import ValidationError
@@ -135,7 +143,8 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
         step = what if started else "starting up"
         message = f"the {where} did not answer within {timeout:g} s ({step})"
     elif isinstance(leaf, FileNotFoundError) and server.command:
-        message = (f"cannot start the {where}: no command {server.command!r} "
+        command = start.command if start is not None else server.command
+        message = (f"cannot start the {where}: no command {command!r} "
                    "(is it installed and on PATH?)")
     elif isinstance(leaf, OSError) and server.command and not started:
         message = f"cannot start the {where}: {leaf.strerror or leaf}"
@@ -152,6 +161,9 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
         message = f"the {where} failed during {what}: {type(leaf).__name__}: {leaf}"
     if noise:
         message += f"; it printed text that is not MCP on stdout: {noise[0]!r}"
+    if start is not None and not started:  # did it look for something in the project?
+        missing = isinstance(leaf, FileNotFoundError)
+        message += start.hint(stderr, missing)
     if stderr:
         message += f"; its stderr ends:\n{stderr}"
     return message

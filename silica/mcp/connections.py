@@ -54,6 +54,7 @@ from silica.mcp.client import (
     unparsed,
 )
 from silica.mcp.content import result_of
+from silica.security.server_start import ServerStart, server_start
 
 T = TypeVar("T")
 Listener = Callable[[str, list[Any]], None]
@@ -132,13 +133,14 @@ class _Connection:
             return await self._start()
 
     async def _start(self) -> _Live:
+        start = self._where()
         tail = StderrTail() if self.server.command else None
         noise: list[str] = []
         stop, ready = asyncio.Event(), asyncio.get_running_loop().create_future()
         pids: list[int] = []
         token = _SPAWNED.set(pids)
         try:  # the owner task copies the context now: its spawn records into ``pids``
-            owner = asyncio.create_task(self._own(ready, stop, tail, noise))
+            owner = asyncio.create_task(self._own(ready, stop, tail, noise, start))
         finally:
             _SPAWNED.reset(token)
         live = _Live(None, owner, stop, tail, noise, pids)
@@ -153,13 +155,25 @@ class _Connection:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             message = explain(exc, self.name, self.server, self.startup_timeout,
-                              "listing its tools", started, said, noise)
+                              "listing its tools", started, said, noise, start)
             self._failed(message)
             raise McpServerError(message) from None
         self.live = live
         live.watch = asyncio.create_task(self._watch(live))
         self.manager.save(self.name, self.server, self.tools)
         return live
+
+    def _where(self) -> ServerStart | None:
+        """Where a stdio server starts (``silica.security.server_start``); ``None`` for HTTP."""
+        if not self.server.command:
+            return None
+        try:
+            return server_start(self.name, self.server.command, self.server.cwd)
+        except OSError as exc:
+            message = (f"cannot start the MCP server {self.name!r}: cannot make its folder: "
+                       f"{exc}; check that the silica home is writable, or give it a \"cwd\"")
+            self._failed(message)
+            raise McpServerError(message) from None
 
     async def _watch(self, live: _Live) -> None:
         """On a 2026-07-28 connection, list changes come on a ``subscriptions/listen``
@@ -172,7 +186,7 @@ class _Connection:
             return
 
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event, tail: StderrTail | None,
-                   noise: list[str]) -> None:
+                   noise: list[str], start: ServerStart | None) -> None:
         """Holds the SDK client open until ``stop``: the SDK's task groups must be entered
         and left by one task."""
         from mcp import Client  # the SDK is imported only when a server is used
@@ -185,8 +199,8 @@ class _Connection:
                 self._spawn(self._refresh())  # not here: the reader must go on reading
 
         try:
-            async with Client(transport(self.name, self.server, tail.writer if tail else None),
-                              message_handler=on_message, cache=None) as client:
+            streams = transport(self.name, self.server, tail.writer if tail else None, start)
+            async with Client(streams, message_handler=on_message, cache=None) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()

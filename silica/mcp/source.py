@@ -10,10 +10,11 @@ gives one row, ``<server>__*``, with the reason (``BuiltinTool.error``), and the
 servers' tools are listed as usual.
 
 Every list fetched live is kept on disk, under ``$SILICA_HOME/cache/mcp/``, one file per
-server keyed by a hash of its name and settings. Inside ``cached_listing()`` (what ``silica
-tools list`` uses without ``--refresh``), a server with such a file is not started: its tools
-come from the file with origin ``mcp:<server> (cached)``. Everywhere else (the agent, ``mcp
-serve``, ``tools run``, a library ``Toolbox``) the list is the live connection's.
+server keyed by a hash of its name, settings and the folder it starts in. Inside
+``cached_listing()`` (what ``silica tools list`` uses without ``--refresh``), a server with
+such a file is not started: its tools come from the file with origin ``mcp:<server>
+(cached)``. Everywhere else (the agent, ``mcp serve``, ``tools run``, a library ``Toolbox``)
+the list is the live connection's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from silica.fsutil import write_atomic
 from silica.mcp.client import McpServerError
 from silica.mcp.connections import config_key, connections
 from silica.paths import cache_dir
+from silica.security.server_start import server_start
 from silica.tools.builtin import BuiltinTool, ToolContext
 
 _CACHED_LISTING: ContextVar[bool] = ContextVar("silica_mcp_cached_listing", default=False)
@@ -122,7 +124,14 @@ def _unavailable(server_name: str, reason: str) -> BuiltinTool:
 
 
 def _cache_file(name: str, server: McpServerSettings) -> Path:
-    return cache_dir() / "mcp" / f"{config_key(name, server)}.json"
+    """One file per server and folder it starts in: a list made in a trusted project is
+    not shown for the same server kept out of an untrusted one."""
+    where = ""
+    if server.command:
+        with contextlib.suppress(OSError):
+            where = str(server_start(name, server.command, server.cwd).cwd)
+    key = config_key(name, server.model_copy(update={"cwd": where or server.cwd}))
+    return cache_dir() / "mcp" / f"{key}.json"
 
 
 def _load(name: str, server: McpServerSettings) -> list[dict] | None:
