@@ -13,7 +13,9 @@ What a caller may rely on:
 
 - ``list_tools`` gives the server's tools from the connection's list (fetched at start,
   fetched again on ``notifications/tools/list_changed``), at most ``MAX_TOOLS`` of them,
-  with a note saying what was left out.
+  with a note saying what was left out. Pages stop being fetched once ``MAX_TOOLS`` are
+  in; a stdio server's messages are read through ``silica.mcp.bounded`` (one long page is
+  cut there, any message past ``MAX_MESSAGE`` refused).
 - ``call_tool`` returns a ``ToolResult``; a server that cannot start, stops, or does not
   answer within its ``timeout`` gives an error result naming it (with the end of its
   stderr), never an exception. A call past ``timeout`` is cancelled (the SDK sends
@@ -43,6 +45,7 @@ from typing import Any, TypeVar
 
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings
+from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
 from silica.mcp.client import (
     STDERR_DRAIN,
     McpServerError,
@@ -60,7 +63,6 @@ T = TypeVar("T")
 Listener = Callable[[str, list[Any]], None]
 """``callback(server_name, tools)``: the server's new tool list (``mcp_types.Tool``)."""
 
-MAX_TOOLS = 1000  # tools taken from one server; more would drown the model's context
 _MAX_PAGES = 100  # a server whose cursor never ends must not hang a listing
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 30.0
 _CLOSE_WAIT = 8.0  # seconds for every server to stop at exit (the SDK needs up to ~4.5)
@@ -220,10 +222,12 @@ class _Connection:
         for _ in range(_MAX_PAGES):
             page = await client.list_tools(cursor=cursor)
             tools.extend(page.tools)
+            if note := cut_note(self.name, page.meta):  # one page too long: not read whole
+                return tools[:MAX_TOOLS], note
             cursor = page.next_cursor
-            if not cursor or len(tools) > MAX_TOOLS:
+            if not cursor or len(tools) >= MAX_TOOLS:  # a cursor past the cut: there is more
                 break
-        if len(tools) > MAX_TOOLS:
+        if len(tools) > MAX_TOOLS or (cursor and len(tools) >= MAX_TOOLS):
             more = "more than " if cursor else ""
             return tools[:MAX_TOOLS], (f"the MCP server {self.name!r} offers {more}"
                                        f"{len(tools)} tools; silica offers only its first "
@@ -458,7 +462,9 @@ def stop_all_then_die(signum: int) -> None:
 
 def _record_spawns() -> None:
     """Wrap the SDK's spawn of a stdio server so each connection learns its server's pid
-    (the SDK starts it in a new session: the pid is also its process group)."""
+    (the SDK starts it in a new session: the pid is also its process group), and so the
+    server's stdout is read through ``BoundedLines`` (no message is held whole past its
+    bounds)."""
     from mcp.client import stdio
 
     spawn = getattr(stdio, "_create_platform_compatible_process", None)
@@ -467,6 +473,8 @@ def _record_spawns() -> None:
 
     async def recording(*args: Any, **kwargs: Any) -> Any:
         process = await spawn(*args, **kwargs)
+        if getattr(process, "_stdout", None) is not None:  # anyio's asyncio process
+            process._stdout = BoundedLines(process._stdout)
         pids = _SPAWNED.get()
         if pids is not None:
             pids.append(process.pid)

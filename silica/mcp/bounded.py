@@ -1,0 +1,302 @@
+"""What silica reads of one message from a stdio MCP server: bounded, whatever the server sends.
+
+The SDK reads a message whole (one line of JSON) and then parses all of it: a server that
+lists 100,000 tools in one answer, or sends a gigabyte in one line, costs that much memory
+before any limit of silica's applies. So the server's stdout reaches the SDK through
+``BoundedLines``, which hands over whole lines only and holds at most ``MAX_MESSAGE`` bytes
+of one:
+
+- a line of up to ``PAGE_BYTES`` passes as it is;
+- a longer answer to ``tools/list`` is cut: its first ``MAX_TOOLS`` tools (read from its
+  first ``PAGE_HOLD`` bytes at most) are passed on in a page of their own, without its
+  ``nextCursor`` and with ``_meta["silica/cut"]`` saying what was left out (``cut_note``);
+  the rest of the line is skipped unread;
+- any line longer than ``MAX_MESSAGE`` is refused: it becomes an error answer to its
+  request (or nothing, when its ``id`` cannot be found in its first bytes), and the rest of
+  it is skipped unread.
+
+Only the start of a long line is ever parsed (``page_prefix``), with ``json``'s decoder one
+value at a time; the rest is searched for its newline only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_TOOLS = 1000  # tools taken from one server; more would drown the model's context
+PAGE_BYTES = 1024 * 1024  # a line up to this size is passed on as it is
+PAGE_HOLD = 4 * 1024 * 1024  # what is read of a long tools/list answer to cut it
+MAX_MESSAGE = 64 * 1024 * 1024  # the most silica holds of one message (as a tool's stdout)
+CUT_KEY = "silica/cut"
+_READ = 64 * 1024
+# A tools/list result's fields that the 2026-07-28 wire requires, at their safest values
+# (never cached, private, complete): a cut page whose own came after its tools gets these.
+_REQUIRED = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+@dataclass
+class Prefix:
+    """What the start of one JSON-RPC message says (``page_prefix``)."""
+
+    id: Any = None
+    has_id: bool = False
+    tools: list[Any] | None = None
+    """The tools of a ``result.tools`` array decoded so far (``None``: not a tools page)."""
+    more: bool = False
+    """Whether the array went on past ``tools`` (or past ``limit`` of them)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Short(Exception):
+    """The prefix ended (or broke) before the value being read."""
+
+
+def page_prefix(text: str, limit: int | None = None) -> Prefix:
+    """Read the start of a JSON-RPC message: its ``id`` and, when it answers with
+    ``result.tools``, up to ``limit`` (default ``MAX_TOOLS + 1``) of those tools. ``text``
+    may stop anywhere (or be no JSON at all): what could not be read is left out, never
+    guessed."""
+    limit = MAX_TOOLS + 1 if limit is None else limit
+    found = Prefix()
+    with contextlib.suppress(_Short):
+        pos = _open(text, 0, "{")
+        while (step := _key(text, pos)) is not None:
+            key, pos = step
+            if key == "result" and text.startswith("{", pos):
+                pos = pos + 1
+                while (inner := _key(text, pos)) is not None:
+                    name, pos = inner
+                    if name == "tools" and text.startswith("[", pos):
+                        found.tools = []
+                        pos = _items(text, pos + 1, found, limit)
+                    else:
+                        found.extra[name], pos = _value(text, pos)
+                    pos = _after(text, pos, "}")
+                pos = _open(text, pos, "}")
+            else:
+                value, pos = _value(text, pos)
+                if key == "id":
+                    found.id, found.has_id = value, True
+            pos = _after(text, pos, "}")
+    return found
+
+
+def _skip_space(text: str, pos: int) -> int:
+    return _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+
+
+def _open(text: str, pos: int, char: str) -> int:
+    pos = _skip_space(text, pos)
+    if not text.startswith(char, pos):
+        raise _Short
+    return pos + 1
+
+
+def _key(text: str, pos: int) -> tuple[str, int] | None:
+    """The next key of an object (``pos`` is after its ``{`` or a ``,``) and where its value
+    starts; ``None`` at the object's ``}``."""
+    pos = _skip_space(text, pos)
+    if text.startswith("}", pos):
+        return None
+    key, pos = _value(text, pos)
+    if not isinstance(key, str):
+        raise _Short
+    return key, _skip_space(text, _open(text, pos, ":"))
+
+
+def _after(text: str, pos: int, close: str) -> int:
+    """Past the ``,`` after a member; at the ``close`` that ends its container, stays."""
+    pos = _skip_space(text, pos)
+    if text.startswith(close, pos):
+        return pos
+    return _open(text, pos, ",")
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    pos = _skip_space(text, pos)
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        raise _Short from None
+    if end >= len(text):  # a number may go on past the text ("1" of "10"): unknown yet
+        raise _Short
+    return value, end
+
+
+def _items(text: str, pos: int, found: Prefix, limit: int) -> int:
+    """Decode the array's items into ``found.tools``; the position after its ``]``."""
+    tools = found.tools
+    assert tools is not None
+    pos = _skip_space(text, pos)
+    while not text.startswith("]", pos):
+        if len(tools) >= limit:
+            found.more = True
+            raise _Short
+        try:
+            item, pos = _value(text, pos)
+        except _Short:
+            found.more = True  # the array goes on past what was read
+            raise
+        tools.append(item)
+        pos = _skip_space(text, _after(text, pos, "]"))
+    return pos + 1
+
+
+def cut_page(prefix: Prefix) -> dict[str, Any] | None:
+    """The page to pass on in place of a long ``tools/list`` answer (``None`` when its
+    ``id`` is unknown); ``finish`` puts in the answer's size."""
+    if not prefix.has_id or prefix.tools is None:
+        return None
+    kept = prefix.tools[:MAX_TOOLS]
+    more = prefix.more or len(prefix.tools) > MAX_TOOLS
+    result = {k: v for k, v in prefix.extra.items() if k not in ("nextCursor", "_meta")}
+    for key, value in _REQUIRED.items():  # fields the newer wire needs, if after the tools
+        result.setdefault(key, value)
+    meta = prefix.extra.get("_meta")
+    meta = {**(meta if isinstance(meta, dict) else {}),
+            CUT_KEY: {"kept": len(kept), "more": more, "bytes": 0}}
+    result.update(tools=kept, _meta=meta)
+    return {"jsonrpc": "2.0", "id": prefix.id, "result": result}
+
+
+def refusal(prefix: Prefix) -> dict[str, Any] | None:
+    """An error answer to the request whose answer was longer than ``MAX_MESSAGE``."""
+    if not prefix.has_id:
+        return None
+    return {"jsonrpc": "2.0", "id": prefix.id, "error": {"code": -32603, "message": ""}}
+
+
+def finish(message: dict[str, Any], size: int) -> bytes:
+    """``message`` (from ``cut_page`` or ``refusal``) as a line, saying the size it stands for."""
+    if "error" in message:
+        message["error"]["message"] = (
+            f"the server's answer was {size:,} bytes, more than the "
+            f"{MAX_MESSAGE // (1024 * 1024)} MiB silica reads of one message; silica refused it")
+    else:
+        message["result"]["_meta"][CUT_KEY]["bytes"] = size
+    return _line(message)
+
+
+def cut_note(name: str, meta: dict[str, Any] | None) -> str:
+    """The listing's note for a page ``BoundedLines`` cut ("" for any other page)."""
+    cut = (meta or {}).get(CUT_KEY)
+    if not isinstance(cut, dict):
+        return ""
+    kept, size = cut.get("kept", 0), cut.get("bytes", 0)
+    offered = f"more than {kept}" if cut.get("more") else str(kept)
+    return (f"the MCP server {name!r} offers {offered} tools in one answer of "
+            f"{size / 1e6:.1f} MB; silica read only the first {kept} and skipped the rest "
+            "unread")
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+class BoundedLines:
+    """A byte stream (anyio's ``ByteReceiveStream`` interface) over a server's stdout that
+    yields whole lines, each bounded as the module's docstring says."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._held = bytearray()  # the start of the current line
+        self._ready = bytearray()  # whole lines to hand over
+        self._skipping = 0  # >0: the bytes of a long line skipped so far
+        self._replace: dict[str, Any] | None = None  # what a skipped line becomes at its end
+        self._probed = False  # the current long line's start was read once
+        self._cut_now = False  # the current line answers tools/list: cut at PAGE_HOLD
+        self._ended = False
+
+    async def receive(self, max_bytes: int = _READ) -> bytes:
+        import anyio
+
+        while not self._ready:
+            if self._ended:
+                raise anyio.EndOfStream
+            try:
+                chunk = await self._stream.receive(_READ)
+            except anyio.EndOfStream:
+                self._ended = True
+                if self._held and not self._skipping:  # a last line without its newline
+                    self._ready += self._held
+                    self._held.clear()
+                continue
+            self.feed(chunk)
+        out = bytes(self._ready)
+        self._ready.clear()
+        return out
+
+    def feed(self, chunk: bytes) -> None:
+        """Take ``chunk`` of the server's stdout (whole lines become ready to hand over)."""
+        start = 0
+        while start < len(chunk):
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end + 1]
+            start = len(chunk) if end < 0 else end + 1
+            if self._skipping:
+                self._skipping += len(piece)
+                if end >= 0:
+                    self._end_skip()
+                continue
+            self._held += piece
+            if end >= 0:
+                self._whole_line()
+            elif len(self._held) > PAGE_BYTES:
+                self._long_line()
+
+    def _whole_line(self) -> None:
+        line = self._held
+        if len(line) > MAX_MESSAGE:  # it came in one piece: refused all the same
+            refused = refusal(page_prefix(_text(line[:PAGE_HOLD]), 0))
+            self._ready += finish(refused, len(line)) if refused else b""
+            self._reset()
+            return
+        if len(line) > PAGE_BYTES:
+            prefix = page_prefix(_text(line))
+            page = cut_page(prefix) if len(prefix.tools or ()) > MAX_TOOLS else None
+            if page is not None:
+                self._ready += finish(page, len(line))
+                self._reset()
+                return
+        self._ready += line
+        self._reset()
+
+    def _long_line(self) -> None:
+        """The current line outgrew ``PAGE_BYTES`` and has not ended."""
+        size = len(self._held)
+        if not self._probed or (self._cut_now and size >= PAGE_HOLD):
+            self._probed = True
+            prefix = page_prefix(_text(self._held[:PAGE_HOLD]))
+            if prefix.tools is not None and prefix.has_id:
+                self._cut_now = True
+                if len(prefix.tools) > MAX_TOOLS or size >= PAGE_HOLD:
+                    self._skip(cut_page(prefix), size)
+                return
+        if size > MAX_MESSAGE:
+            self._skip(refusal(page_prefix(_text(self._held[:PAGE_HOLD]), 0)), size)
+
+    def _skip(self, replacement: dict[str, Any] | None, size: int) -> None:
+        self._replace, self._skipping = replacement, size
+        self._held = bytearray()
+
+    def _end_skip(self) -> None:
+        if self._replace is not None:  # the size is known now that the line ended
+            self._ready += finish(self._replace, self._skipping)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._held = bytearray()
+        self._skipping, self._replace, self._probed, self._cut_now = 0, None, False, False
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _text(data: bytes | bytearray) -> str:
+    return bytes(data).decode("utf-8", "replace")

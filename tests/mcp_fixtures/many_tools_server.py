@@ -1,0 +1,70 @@
+"""A hand-written stdio MCP server that offers many tools (no SDK: it costs little itself).
+
+    python many_tools_server.py N            # N tools, all in one tools/list answer
+    python many_tools_server.py N --page P   # N tools, P to a page (nextCursor for the rest)
+    python many_tools_server.py N --log F    # append each tools/list cursor asked for to F
+
+Each tool is about 250 bytes, like a real one: a name, a sentence of description and an
+input schema with two properties. ``call`` of any of them answers ``ok <name>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("count", type=int)
+parser.add_argument("--page", type=int, default=0)
+parser.add_argument("--log")
+options = parser.parse_args()
+
+
+def tool(i: int) -> dict:
+    return {"name": f"t{i}",
+            "description": f"Tool number {i}: looks a thing up and says what it found there.",
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "what to look up"},
+                "limit": {"type": "integer", "description": "how many answers"}},
+                "required": ["query"]}}
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def tools_page(cursor: str | None) -> dict:
+    if options.log:
+        with open(options.log, "a") as f:
+            f.write(f"{cursor}\n")
+    start = int(cursor or 0)
+    end = options.count if not options.page else min(options.count, start + options.page)
+    page: dict = {"tools": [tool(i) for i in range(start, end)]}
+    if end < options.count:
+        page["nextCursor"] = str(end)
+    return page
+
+
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    request = json.loads(line)
+    method, rid = request.get("method"), request.get("id")
+    if rid is None:
+        continue
+    if method == "initialize":
+        result: dict = {"protocolVersion": request["params"]["protocolVersion"],
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "many", "version": "1"}}
+    elif method == "tools/list":
+        result = tools_page((request.get("params") or {}).get("cursor"))
+    elif method == "tools/call":
+        name = request["params"]["name"]
+        result = {"content": [{"type": "text", "text": f"ok {name}"}]}
+    else:
+        send({"jsonrpc": "2.0", "id": rid,
+              "error": {"code": -32601, "message": f"no method {method}"}})
+        continue
+    send({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -1,0 +1,193 @@
+"""An MCP server that lists too many tools costs silica only what it keeps.
+
+The server is ``mcp_fixtures/many_tools_server.py`` (hand-written, so it costs little
+itself): 100,000 tools in one ``tools/list`` answer (about 30 MB on one line), or in pages.
+``silica tools list`` runs as a real process that reports its own peak memory (``VmHWM``);
+no test asserts a time. The reader of a server's lines (``silica.mcp.bounded``) gets
+property tests of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from silica.mcp import bounded
+from silica.mcp.bounded import BoundedLines, cut_note, page_prefix
+
+MANY = Path(__file__).parent / "mcp_fixtures" / "many_tools_server.py"
+
+# ``silica tools list`` as the command line runs it, then its own peak memory (KiB) last.
+MEASURE = """
+import atexit, runpy, sys
+def peak():
+    with open("/proc/self/status") as status:
+        print("VmHWM", status.read().split("VmHWM:")[1].split()[0], file=sys.stderr)
+atexit.register(peak)  # registered first, so it runs last: after the servers are stopped
+sys.argv = ["silica", "tools", "list", "--json", "--refresh"]
+runpy.run_module("silica", run_name="__main__")
+"""
+
+
+def list_with(home: Path, *args: str) -> tuple[dict[str, dict], int]:
+    """The rows of ``silica tools list`` with the many-tools server given ``args``, and the
+    process's peak memory in KiB."""
+    home.mkdir(parents=True, exist_ok=True)
+    argv = json.dumps([str(MANY), *args])
+    (home / "config.toml").write_text(
+        f'[mcp.servers.many]\ncommand = {json.dumps(sys.executable)}\nargs = {argv}\n'
+        "startup_timeout = 120\n")
+    done = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    peak = int(done.stderr.split("VmHWM")[-1].split()[0])
+    return {row["name"]: row for row in json.loads(done.stdout)}, peak
+
+
+def test_one_answer_of_100k_tools_is_cut_while_read(home):
+    rows, peak = list_with(home, "100000")
+    assert peak < 200 * 1024, f"silica tools list peaked at {peak // 1024} MB"
+    assert len([n for n in rows if n.startswith("many__t")]) == 1000
+    assert rows["many__t999"]["status"] == "ok"
+    reason = rows["many__*"]["reason"]
+    assert reason.startswith("the MCP server 'many' offers more than 1000 tools in one answer of")
+    assert "silica read only the first 1000" in reason
+
+
+def test_pages_stop_being_asked_for_at_the_cut(home, tmp_path):
+    log = tmp_path / "cursors"
+    rows, peak = list_with(home, "100000", "--page", "100", "--log", str(log))
+    assert log.read_text().split() == ["None", *(str(n) for n in range(100, 1000, 100))]
+    assert len([n for n in rows if n.startswith("many__t")]) == 1000
+    assert rows["many__*"]["reason"] == ("the MCP server 'many' offers more than 1000 tools; "
+                                         "silica offers only its first 1000")
+    assert peak < 200 * 1024
+
+
+def test_a_listing_under_the_cut_is_whole(home):
+    rows, _ = list_with(home, "1000")
+    assert len([n for n in rows if n.startswith("many__t")]) == 1000
+    assert "many__*" not in rows
+
+
+# -- the reader's parts ---------------------------------------------------------------------
+
+tools_st = st.lists(st.fixed_dictionaries(
+    {"name": st.text(min_size=1, max_size=8)},
+    optional={"description": st.text(max_size=20),
+              "inputSchema": st.dictionaries(st.text(max_size=5), st.integers(), max_size=3)}),
+    max_size=12)
+ids_st = st.one_of(st.integers(-5, 10**6), st.text(max_size=6))
+
+
+@st.composite
+def answers(draw) -> tuple[dict, str]:
+    """A ``tools/list`` answer, its keys in any order, dumped with any spacing."""
+    tools, rid = draw(tools_st), draw(ids_st)
+    result = {"tools": tools}
+    if draw(st.booleans()):
+        result["nextCursor"] = draw(st.text(max_size=4))
+    if draw(st.booleans()):
+        result["_meta"] = {"k": draw(st.integers())}
+    message = {"jsonrpc": "2.0", "id": rid, "result": result}
+    keys = draw(st.permutations(list(message)))
+    inner = draw(st.permutations(list(result)))
+    message = {k: ({i: result[i] for i in inner} if k == "result" else message[k]) for k in keys}
+    indent = draw(st.sampled_from([None, 0, 1, 2]))
+    return message, json.dumps(message, indent=indent, ensure_ascii=draw(st.booleans()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers(), st.integers(0, 15))
+def test_a_whole_answer_gives_its_id_and_first_tools(answer, limit):
+    message, text = answer
+    found = page_prefix(text, limit)
+    assert found.has_id or found.more  # an id after more tools than read stays unknown
+    assert found.id == (message["id"] if found.has_id else None)
+    tools = message["result"]["tools"]
+    assert found.tools == tools[:limit]
+    assert found.more == (len(tools) > limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers(), st.data())
+def test_any_start_of_an_answer_gives_only_what_it_holds(answer, data):
+    message, text = answer
+    cut = data.draw(st.integers(0, len(text)))
+    found = page_prefix(text[:cut])
+    if found.has_id:
+        assert found.id == message["id"]
+    if found.tools is not None:
+        tools = message["result"]["tools"]
+        assert found.tools == tools[:len(found.tools)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_text_that_is_no_answer_never_breaks_the_reader(text):
+    found = page_prefix(text)
+    assert found.tools is None or isinstance(found.tools, list)
+
+
+def run_lines(data: bytes, cuts: list[int]) -> bytes:
+    reader = BoundedLines(None)
+    out = bytearray()
+    pos = 0
+    for size in [*cuts, len(data)]:
+        reader.feed(data[pos:pos + size])
+        pos += size
+        out += reader._ready
+        reader._ready.clear()
+    return bytes(out)
+
+
+def small_bounds(max_message: int = 2000):
+    """Bounds small enough for hypothesis' examples, in the same proportions."""
+    return mock.patch.multiple(bounded, MAX_TOOLS=3, PAGE_BYTES=200, PAGE_HOLD=400,
+                               MAX_MESSAGE=max_message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(answers(), max_size=6), st.lists(st.integers(1, 300), max_size=20))
+def test_lines_pass_whole_or_are_cut_to_a_page(answers_, cuts):
+    data = b"".join(text.replace("\n", " ").encode() + b"\n" for _, text in answers_)
+    with small_bounds(max_message=10**6):
+        out = run_lines(data, cuts)
+    lines = out.split(b"\n")
+    assert lines[-1] == b"" and len(lines) - 1 == len(answers_)
+    for (message, text), line in zip(answers_, lines, strict=False):
+        size = len(text.replace("\n", " ").encode()) + 1
+        if size <= 200:  # PAGE_BYTES within small_bounds
+            assert json.loads(line) == message
+            continue
+        got = json.loads(line)
+        assert got["id"] == message["id"]
+        tools = message["result"]["tools"]
+        if "_meta" in got.get("result", {}) and bounded.CUT_KEY in got["result"]["_meta"]:
+            assert got["result"]["tools"] == tools[:len(got["result"]["tools"])]
+            assert len(got["result"]["tools"]) <= 3 < len(tools) or size > 400
+            assert got["result"]["_meta"][bounded.CUT_KEY]["bytes"] == size
+            assert cut_note("s", got["result"]["_meta"]).startswith("the MCP server 's' offers")
+        else:  # no more tools than the cut, or its id after them: passed whole
+            assert got == message
+
+
+@settings(max_examples=100, deadline=None)
+@given(ids_st, st.integers(2001, 6000), st.lists(st.integers(1, 700), max_size=12))
+def test_a_message_past_the_bound_is_refused_with_its_id(rid, size, cuts):
+    head = json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"content": [
+        {"type": "text", "text": ""}]}})[:-5]
+    line = (head + "x" * size + '"}]}}\n').encode()
+    after = b'{"jsonrpc":"2.0","id":99,"result":{}}\n'
+    with small_bounds():
+        out = run_lines(line + after, cuts).split(b"\n")
+    refused = json.loads(out[0])
+    assert refused["id"] == rid and "silica refused it" in refused["error"]["message"]
+    assert f"{len(line):,} bytes" in refused["error"]["message"]
+    assert json.loads(out[1]) == json.loads(after)
