@@ -9,17 +9,20 @@ property tests of its own.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 from unittest import mock
 
+import pytest
+from conftest import wait_for_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from silica.mcp import bounded
-from silica.mcp.bounded import BoundedLines, cut_note, page_prefix
+from silica.mcp.bounded import BoundedBody, BoundedLines, cut_note, page_prefix
 
 MANY = Path(__file__).parent / "mcp_fixtures" / "many_tools_server.py"
 
@@ -35,14 +38,14 @@ runpy.run_module("silica", run_name="__main__")
 """
 
 
-def list_with(home: Path, *args: str) -> tuple[dict[str, dict], int]:
-    """The rows of ``silica tools list`` with the many-tools server given ``args``, and the
-    process's peak memory in KiB."""
+def list_with(home: Path, *args: str, url: str = "") -> tuple[dict[str, dict], int]:
+    """The rows of ``silica tools list`` with the many-tools server given ``args`` (or the
+    one at ``url``), and the process's peak memory in KiB."""
     home.mkdir(parents=True, exist_ok=True)
     argv = json.dumps([str(MANY), *args])
-    (home / "config.toml").write_text(
-        f'[mcp.servers.many]\ncommand = {json.dumps(sys.executable)}\nargs = {argv}\n'
-        "startup_timeout = 120\n")
+    how = f"url = {json.dumps(url)}" if url else \
+        f"command = {json.dumps(sys.executable)}\nargs = {argv}"
+    (home / "config.toml").write_text(f"[mcp.servers.many]\n{how}\nstartup_timeout = 120\n")
     done = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -58,6 +61,22 @@ def test_one_answer_of_100k_tools_is_cut_while_read(home):
     reason = rows["many__*"]["reason"]
     assert reason.startswith("the MCP server 'many' offers more than 1000 tools in one answer of")
     assert "silica read only the first 1000" in reason
+
+
+def test_one_json_answer_of_100k_tools_over_http_is_cut_while_read(home, free_port):
+    port = free_port
+    server = subprocess.Popen([sys.executable, str(MANY), "100000", "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        rows, peak = list_with(home, url=f"http://127.0.0.1:{port}/mcp")
+    finally:
+        server.kill()
+        server.wait()
+    assert peak < 200 * 1024, f"silica tools list peaked at {peak // 1024} MB"
+    assert len([n for n in rows if n.startswith("many__t")]) == 1000
+    assert rows["many__*"]["reason"].startswith(
+        "the MCP server 'many' offers more than 1000 tools in one answer of 30.6 MB")
 
 
 def test_pages_stop_being_asked_for_at_the_cut(home, tmp_path):
@@ -191,3 +210,38 @@ def test_a_message_past_the_bound_is_refused_with_its_id(rid, size, cuts):
     assert refused["id"] == rid and "silica refused it" in refused["error"]["message"]
     assert f"{len(line):,} bytes" in refused["error"]["message"]
     assert json.loads(out[1]) == json.loads(after)
+
+
+def read_body(data: bytes, cuts: list[int]) -> bytes:
+    async def chunks():
+        pos = 0
+        for size in [*cuts, len(data)]:
+            yield data[pos:pos + size]
+            pos += size
+
+    async def whole() -> bytes:
+        return b"".join([part async for part in BoundedBody(chunks())])
+
+    return asyncio.run(whole())
+
+
+@settings(max_examples=150, deadline=None)
+@given(answers(), st.lists(st.integers(1, 300), max_size=20))
+def test_a_json_body_passes_whole_or_is_cut_to_a_page(answer, cuts):
+    message, text = answer
+    data = text.encode()
+    with small_bounds(max_message=10**6):
+        got = json.loads(read_body(data, cuts))
+    if len(data) <= 200:
+        assert got == message
+    elif bounded.CUT_KEY in got["result"].get("_meta", {}):
+        kept = got["result"]["tools"]
+        assert got["id"] == message["id"] and kept == message["result"]["tools"][:len(kept)]
+        assert len(kept) <= 3
+    else:
+        assert got == message
+
+
+def test_a_json_body_past_the_bound_is_refused():
+    with small_bounds(), pytest.raises(bounded.TooLong):
+        read_body(b'{"jsonrpc":"2.0","id":1,"result":{"x":"' + b"x" * 3000 + b'"}}', [100])

@@ -17,6 +17,11 @@ of one:
 
 Only the start of a long line is ever parsed (``page_prefix``), with ``json``'s decoder one
 value at a time; the rest is searched for its newline only.
+
+Over streamable HTTP, an answer in a JSON body goes through ``BoundedBody``, with the same
+bounds (a long tools page is cut and the rest of the body is not read; past
+``MAX_MESSAGE`` the SDK gets a stream error, which it answers the request with). Answers in
+server-sent events are bounded by the SDK itself (1 MiB an event, on both HTTP transports).
 """
 
 from __future__ import annotations
@@ -181,6 +186,92 @@ def finish(message: dict[str, Any], size: int) -> bytes:
     else:
         message["result"]["_meta"][CUT_KEY]["bytes"] = size
     return _line(message)
+
+
+class BoundedBody:
+    """A JSON response body (httpx's ``AsyncByteStream`` interface) given whole, cut to a
+    page, or refused with ``TooLong``, as the module's docstring says."""
+
+    def __init__(self, stream: Any, size: int = 0) -> None:
+        self._stream = stream
+        self._size = size  # Content-Length, when the server gave one
+
+    async def __aiter__(self):
+        held = bytearray()
+        probed = False
+        async for chunk in self._stream:
+            held += chunk
+            if len(held) > MAX_MESSAGE:
+                raise TooLong(f"the server's answer was more than {MAX_MESSAGE:,} bytes; "
+                              "silica refused it")
+            if len(held) <= PAGE_BYTES or (probed and len(held) < PAGE_HOLD):
+                continue
+            prefix = page_prefix(_text(held[:PAGE_HOLD]))
+            probed = prefix.tools is not None and prefix.has_id
+            page = cut_page(prefix) if probed else None
+            if page is not None and (len(prefix.tools or ()) > MAX_TOOLS or
+                                     len(held) >= PAGE_HOLD):
+                yield finish(page, max(self._size, len(held)))
+                return  # the rest of the body is never read
+        if len(held) > PAGE_BYTES:
+            prefix = page_prefix(_text(held))
+            page = cut_page(prefix) if len(prefix.tools or ()) > MAX_TOOLS else None
+            if page is not None:
+                yield finish(page, len(held))
+                return
+        yield bytes(held)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class TooLong(Exception):
+    """An answer longer than ``MAX_MESSAGE`` (raised as the SDK's stream error, see
+    ``bounded_http_client``)."""
+
+
+def bounded_http_client(headers: dict[str, str] | None):
+    """The SDK's HTTP client for streamable HTTP, with every JSON answer read through
+    ``BoundedBody``; it asks for answers uncompressed and refuses compressed ones, whose
+    size could not be bounded before they are decoded."""
+    import httpx2
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    class Refused(TooLong, httpx2.StreamError):
+        pass
+
+    class Bounded(BoundedBody, httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            try:
+                async for chunk in super().__aiter__():
+                    yield chunk
+            except TooLong as exc:
+                raise Refused(str(exc)) from None
+
+    class Compressed(httpx2.AsyncByteStream):
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+
+        async def __aiter__(self):
+            raise Refused("the server sent a compressed answer, which silica did not ask "
+                          "for; it was refused")
+            yield b""  # an async generator that never yields
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    async def bound(response: Any) -> None:
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return
+        if response.headers.get("content-encoding", "identity") != "identity":
+            response.stream = Compressed(response.stream)
+            return
+        size = response.headers.get("content-length", "")
+        response.stream = Bounded(response.stream, int(size) if size.isdigit() else 0)
+
+    client = create_mcp_http_client(headers={**(headers or {}), "Accept-Encoding": "identity"})
+    client.event_hooks["response"].append(bound)
+    return client
 
 
 def cut_note(name: str, meta: dict[str, Any] | None) -> str:

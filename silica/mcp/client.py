@@ -121,9 +121,10 @@ async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
             yield streams
         return
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with create_mcp_http_client(headers=headers or None) as http, \
+    from silica.mcp.bounded import bounded_http_client
+
+    async with bounded_http_client(headers or None) as http, \
             streamable_http_client(url, http_client=http) as streams:
         yield streams
 

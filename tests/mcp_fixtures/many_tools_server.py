@@ -3,6 +3,7 @@
     python many_tools_server.py N            # N tools, all in one tools/list answer
     python many_tools_server.py N --page P   # N tools, P to a page (nextCursor for the rest)
     python many_tools_server.py N --log F    # append each tools/list cursor asked for to F
+    python many_tools_server.py N --http P   # streamable HTTP (JSON answers) on 127.0.0.1:P/mcp
 
 Each tool is about 250 bytes, like a real one: a name, a sentence of description and an
 input schema with two properties. ``call`` of any of them answers ``ok <name>``.
@@ -18,6 +19,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("count", type=int)
 parser.add_argument("--page", type=int, default=0)
 parser.add_argument("--log")
+parser.add_argument("--http", type=int)
 options = parser.parse_args()
 
 
@@ -47,13 +49,10 @@ def tools_page(cursor: str | None) -> dict:
     return page
 
 
-for line in sys.stdin:
-    if not line.strip():
-        continue
-    request = json.loads(line)
+def answer(request: dict) -> dict | None:
     method, rid = request.get("method"), request.get("id")
     if rid is None:
-        continue
+        return None
     if method == "initialize":
         result: dict = {"protocolVersion": request["params"]["protocolVersion"],
                         "capabilities": {"tools": {}},
@@ -61,10 +60,50 @@ for line in sys.stdin:
     elif method == "tools/list":
         result = tools_page((request.get("params") or {}).get("cursor"))
     elif method == "tools/call":
-        name = request["params"]["name"]
-        result = {"content": [{"type": "text", "text": f"ok {name}"}]}
+        result = {"content": [{"type": "text", "text": f"ok {request['params']['name']}"}]}
     else:
-        send({"jsonrpc": "2.0", "id": rid,
-              "error": {"code": -32601, "message": f"no method {method}"}})
-        continue
-    send({"jsonrpc": "2.0", "id": rid, "result": result})
+        return {"jsonrpc": "2.0", "id": rid,
+                "error": {"code": -32601, "message": f"no method {method}"}}
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def serve_http(port: int) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            reply = answer(json.loads(body))
+            if reply is None:
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - no stream of server messages
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET  # noqa: N815
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    print(f"listening on {port}", flush=True)
+    server.serve_forever()
+
+
+if options.http:
+    serve_http(options.http)
+else:
+    for line in sys.stdin:
+        if line.strip() and (reply := answer(json.loads(line))) is not None:
+            send(reply)
