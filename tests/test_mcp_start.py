@@ -9,6 +9,7 @@ user's own server runs (a ``some_server.py`` module, a ``node_modules/.bin`` scr
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -213,8 +214,9 @@ def test_mcp_serve_in_an_untrusted_clone_does_not_run_the_clones_module(
 def test_the_policy_in_one_place(tmp_path, repo):
     home = tmp_path / "h"
     kept_out = server_start("a b/../c", "bin/x", None, here=repo / "sub", home=home)
-    assert kept_out.cwd == home / SERVERS_DIR / "a_b____c"
-    assert kept_out.command == str(home / SERVERS_DIR / "a_b____c" / "bin" / "x")
+    folder = home / SERVERS_DIR / f"a_b____c-{hashlib.sha256(b'a b/../c').hexdigest()[:8]}"
+    assert kept_out.cwd == folder and kept_out.command == str(folder / "bin" / "x")
+    assert server_start("a_b____c", "x", None, here=repo, home=home).cwd != folder
     assert kept_out.project == repo
     named = server_start("a", "x", Path("srv"), here=repo, home=home)
     assert named.cwd == home / "srv" and named.command == "x" and named.project is None

@@ -12,7 +12,9 @@ starts:
 - in the current folder, as it always did, when the current project is trusted
   (``silica trust``);
 - otherwise in a private folder of its own, ``$SILICA_HOME/mcp-servers/<name>/`` (made
-  0700; one per server, so one server's files are never another's code).
+  0700; one per server, so one server's files are never another's code; a name with
+  characters outside ``[A-Za-z0-9_-]`` gets them made ``_`` and a hash added). Its parents
+  are the silica home's: a silica home inside a folder you do not trust defeats this.
 
 A command holding a ``/`` that is not absolute is made absolute against that folder, so it
 never depends on where silica runs; a bare name is looked up on ``PATH`` as usual. ``args``
@@ -21,6 +23,7 @@ are passed as written: a relative path in them is read from the same folder.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -73,10 +76,19 @@ def server_start(name: str, command: str, cwd: Path | None,
         folder = here
     else:
         project = project_root(here)
-        folder = home / SERVERS_DIR / (_UNSAFE.sub("_", name) or "_")
+        folder = home / SERVERS_DIR / _folder_name(name)
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     command = os.path.expanduser(command)
     relative = "/" in command and not os.path.isabs(command)
     if relative:
         command = os.path.abspath(folder / command)
     return ServerStart(Path(os.path.abspath(folder)), command, project, relative)
+
+
+def _folder_name(name: str) -> str:
+    """``name`` as a folder name: itself when it is plain, else made plain and told apart
+    from other names by a hash (``a.b`` and ``a_b`` never share a folder)."""
+    safe = _UNSAFE.sub("_", name)
+    if safe == name and name:
+        return name
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
