@@ -245,3 +245,14 @@ def test_a_json_body_passes_whole_or_is_cut_to_a_page(answer, cuts):
 def test_a_json_body_past_the_bound_is_refused():
     with small_bounds(), pytest.raises(bounded.TooLong):
         read_body(b'{"jsonrpc":"2.0","id":1,"result":{"x":"' + b"x" * 3000 + b'"}}', [100])
+
+
+def test_an_answer_past_64_mib_fails_its_call_and_the_connection_goes_on():
+    from silica.config import McpServerSettings, McpSettings, Settings
+    from silica.tools.toolbox import Toolbox
+
+    server = McpServerSettings(command=sys.executable, args=[str(MANY), "3", "--answer-mb", "70"])
+    box = Toolbox(settings=Settings(mcp=McpSettings(servers={"many": server}, timeout=120)))
+    big = box.call("many__t0", {"query": "x"})
+    assert big.is_error and "more than the 64 MiB silica reads of one message" in big.text
+    assert box.call("many__t1", {"query": "x"}).text == "ok t1"

@@ -292,7 +292,9 @@ def _line(message: dict[str, Any]) -> bytes:
 
 class BoundedLines:
     """A byte stream (anyio's ``ByteReceiveStream`` interface) over a server's stdout that
-    yields whole lines, each bounded as the module's docstring says."""
+    yields whole lines, each bounded as the module's docstring says. ``receive`` gives
+    every whole line it has, whatever ``max_bytes`` says: the SDK joins what it receives
+    until a newline, and a line given in one piece is joined once, not chunk by chunk."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -319,9 +321,8 @@ class BoundedLines:
                     self._held.clear()
                 continue
             self.feed(chunk)
-        out = bytes(self._ready)
-        self._ready.clear()
-        return out
+        out, self._ready = self._ready, bytearray()
+        return bytes(out)
 
     def feed(self, chunk: bytes) -> None:
         """Take ``chunk`` of the server's stdout (whole lines become ready to hand over)."""
@@ -355,7 +356,10 @@ class BoundedLines:
                 self._ready += finish(page, len(line))
                 self._reset()
                 return
-        self._ready += line
+        if self._ready:
+            self._ready += line
+        else:  # the usual case: hand the line over without copying it
+            self._ready = line
         self._reset()
 
     def _long_line(self) -> None:

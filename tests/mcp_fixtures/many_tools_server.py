@@ -4,6 +4,7 @@
     python many_tools_server.py N --page P   # N tools, P to a page (nextCursor for the rest)
     python many_tools_server.py N --log F    # append each tools/list cursor asked for to F
     python many_tools_server.py N --http P   # streamable HTTP (JSON answers) on 127.0.0.1:P/mcp
+    python many_tools_server.py N --answer-mb M  # a call of t0 answers M MiB of text
 
 Each tool is about 250 bytes, like a real one: a name, a sentence of description and an
 input schema with two properties. ``call`` of any of them answers ``ok <name>``.
@@ -20,6 +21,7 @@ parser.add_argument("count", type=int)
 parser.add_argument("--page", type=int, default=0)
 parser.add_argument("--log")
 parser.add_argument("--http", type=int)
+parser.add_argument("--answer-mb", type=int, default=0)
 options = parser.parse_args()
 
 
@@ -60,7 +62,9 @@ def answer(request: dict) -> dict | None:
     elif method == "tools/list":
         result = tools_page((request.get("params") or {}).get("cursor"))
     elif method == "tools/call":
-        result = {"content": [{"type": "text", "text": f"ok {request['params']['name']}"}]}
+        name = request["params"]["name"]
+        text = "x" * (options.answer_mb * 1024 * 1024) if name == "t0" else f"ok {name}"
+        result = {"content": [{"type": "text", "text": text}]}
     else:
         return {"jsonrpc": "2.0", "id": rid,
                 "error": {"code": -32601, "message": f"no method {method}"}}
