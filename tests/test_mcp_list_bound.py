@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from silica.mcp import bounded
-from silica.mcp.bounded import BoundedBody, BoundedLines, cut_note, page_prefix
+from silica.mcp.bounded import BoundedBody, BoundedLines, cut_note, id_in_tail, page_prefix
 
 MANY = Path(__file__).parent / "mcp_fixtures" / "many_tools_server.py"
 
@@ -61,6 +61,13 @@ def test_one_answer_of_100k_tools_is_cut_while_read(home):
     reason = rows["many__*"]["reason"]
     assert reason.startswith("the MCP server 'many' offers more than 1000 tools in one answer of")
     assert "silica read only the first 1000" in reason
+
+
+def test_an_answer_whose_id_comes_after_its_100k_tools_is_cut_all_the_same(home):
+    rows, peak = list_with(home, "100000", "--id-last")
+    assert peak < 200 * 1024, f"silica tools list peaked at {peak // 1024} MB"
+    assert len([n for n in rows if n.startswith("many__t")]) == 1000
+    assert "offers more than 1000 tools in one answer" in rows["many__*"]["reason"]
 
 
 def test_one_json_answer_of_100k_tools_over_http_is_cut_while_read(home, free_port):
@@ -182,19 +189,44 @@ def test_lines_pass_whole_or_are_cut_to_a_page(answers_, cuts):
     assert lines[-1] == b"" and len(lines) - 1 == len(answers_)
     for (message, text), line in zip(answers_, lines, strict=False):
         size = len(text.replace("\n", " ").encode()) + 1
-        if size <= 200:  # PAGE_BYTES within small_bounds
-            assert json.loads(line) == message
-            continue
         got = json.loads(line)
-        assert got["id"] == message["id"]
         tools = message["result"]["tools"]
-        if "_meta" in got.get("result", {}) and bounded.CUT_KEY in got["result"]["_meta"]:
-            assert got["result"]["tools"] == tools[:len(got["result"]["tools"])]
-            assert len(got["result"]["tools"]) <= 3 < len(tools) or size > 400
-            assert got["result"]["_meta"][bounded.CUT_KEY]["bytes"] == size
-            assert cut_note("s", got["result"]["_meta"]).startswith("the MCP server 's' offers")
-        else:  # no more tools than the cut, or its id after them: passed whole
+        if size <= 200:  # PAGE_BYTES within small_bounds
             assert got == message
+            continue
+        assert got["id"] == message["id"]  # before or after the tools
+        cut = got["result"].get("_meta", {}).get(bounded.CUT_KEY)
+        if cut is None:  # no more tools than the cut, ended before PAGE_HOLD was read
+            assert got == message and len(tools) <= 3
+            continue
+        kept = got["result"]["tools"]
+        assert kept == tools[:len(kept)] and len(kept) <= 3
+        assert cut == {"kept": len(kept), "more": len(tools) > len(kept), "bytes": size}
+        assert "nextCursor" not in got["result"]
+        assert cut_note("s", got["result"]["_meta"]).startswith("the MCP server 's' offers")
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers(), st.data())
+def test_an_id_is_found_in_the_end_of_an_answer_only_when_it_is_the_answers_own(answer, data):
+    message, text = answer
+    tail = text[data.draw(st.integers(0, len(text))):]
+    found, rid = id_in_tail(tail)
+    if found:
+        assert rid == message["id"]
+    keys = list(message)
+    if keys.index("id") > keys.index("result") and len(tail) >= len(text) - text.index('"id"') + 4:
+        assert found
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"id": ids_st, "x": st.integers()}), min_size=1,
+                max_size=5), st.integers(0, 10**6))
+def test_ids_inside_the_tools_are_never_taken_for_the_answers(nested, rid):
+    text = json.dumps({"jsonrpc": "2.0", "result": {"tools": nested}, "id": rid})
+    for start in range(len(text)):
+        found, got = id_in_tail(text[start:])
+        assert not found or got == rid
 
 
 @settings(max_examples=100, deadline=None)
@@ -232,14 +264,12 @@ def test_a_json_body_passes_whole_or_is_cut_to_a_page(answer, cuts):
     data = text.encode()
     with small_bounds(max_message=10**6):
         got = json.loads(read_body(data, cuts))
-    if len(data) <= 200:
-        assert got == message
-    elif bounded.CUT_KEY in got["result"].get("_meta", {}):
-        kept = got["result"]["tools"]
-        assert got["id"] == message["id"] and kept == message["result"]["tools"][:len(kept)]
-        assert len(kept) <= 3
+    tools = message["result"]["tools"]
+    if len(data) <= 200 or bounded.CUT_KEY not in got["result"].get("_meta", {}):
+        assert got == message and (len(data) <= 200 or len(tools) <= 3)
     else:
-        assert got == message
+        kept = got["result"]["tools"]
+        assert got["id"] == message["id"] and kept == tools[:len(kept)] and len(kept) <= 3
 
 
 def test_a_json_body_past_the_bound_is_refused():

@@ -153,10 +153,29 @@ def _items(text: str, pos: int, found: Prefix, limit: int) -> int:
     return pos + 1
 
 
+TAIL = 4096  # the end of a skipped line kept, to find an ``id`` that comes after the tools
+_ID_KEY = re.compile(r'[,{][ \t\n\r]*"id"[ \t\n\r]*:')
+
+
+def id_in_tail(tail: str) -> tuple[bool, Any]:
+    """``(True, id)`` when ``tail``, the end of one JSON object, holds that object's own
+    ``"id"`` member; ``(False, None)`` otherwise. A candidate is taken only when everything
+    from it to the end reads as one object, which a member of a nested object never does."""
+    for match in reversed(list(_ID_KEY.finditer(tail))):
+        try:
+            rest = json.loads("{" + tail[match.start() + 1:])
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(rest, dict) and "id" in rest:
+            return True, rest["id"]
+    return False, None
+
+
 def cut_page(prefix: Prefix) -> dict[str, Any] | None:
-    """The page to pass on in place of a long ``tools/list`` answer (``None`` when its
-    ``id`` is unknown); ``finish`` puts in the answer's size."""
-    if not prefix.has_id or prefix.tools is None:
+    """The page to pass on in place of a long ``tools/list`` answer (``None`` when it is
+    none); ``finish`` puts in the answer's size, and its ``id`` when it came after the
+    tools."""
+    if prefix.tools is None:
         return None
     kept = prefix.tools[:MAX_TOOLS]
     more = prefix.more or len(prefix.tools) > MAX_TOOLS
@@ -167,18 +186,28 @@ def cut_page(prefix: Prefix) -> dict[str, Any] | None:
     meta = {**(meta if isinstance(meta, dict) else {}),
             CUT_KEY: {"kept": len(kept), "more": more, "bytes": 0}}
     result.update(tools=kept, _meta=meta)
-    return {"jsonrpc": "2.0", "id": prefix.id, "result": result}
+    page: dict[str, Any] = {"jsonrpc": "2.0", "result": result}
+    if prefix.has_id:
+        page["id"] = prefix.id
+    return page
 
 
-def refusal(prefix: Prefix) -> dict[str, Any] | None:
-    """An error answer to the request whose answer was longer than ``MAX_MESSAGE``."""
-    if not prefix.has_id:
-        return None
-    return {"jsonrpc": "2.0", "id": prefix.id, "error": {"code": -32603, "message": ""}}
+def refusal(prefix: Prefix) -> dict[str, Any]:
+    """An error answer to the request whose answer was longer than ``MAX_MESSAGE``
+    (``finish`` puts in the size, and the ``id`` when it came late)."""
+    error = {"jsonrpc": "2.0", "error": {"code": -32603, "message": ""}}
+    return {"id": prefix.id, **error} if prefix.has_id else error
 
 
-def finish(message: dict[str, Any], size: int) -> bytes:
-    """``message`` (from ``cut_page`` or ``refusal``) as a line, saying the size it stands for."""
+def finish(message: dict[str, Any], size: int, tail: bytes | bytearray = b"") -> bytes:
+    """``message`` (from ``cut_page`` or ``refusal``) as a line, saying the size it stands
+    for; a page without its ``id`` takes it from ``tail`` (the end of the answer), or is
+    dropped (b"": its request is left to time out)."""
+    if "id" not in message:
+        found, rid = id_in_tail(_text(tail))
+        if not found:
+            return b""
+        message = {"jsonrpc": "2.0", "id": rid, **message}
     if "error" in message:
         message["error"]["message"] = (
             f"the server's answer was {size:,} bytes, more than the "
@@ -195,31 +224,48 @@ class BoundedBody:
     def __init__(self, stream: Any, size: int = 0) -> None:
         self._stream = stream
         self._size = size  # Content-Length, when the server gave one
+        self._waiting = False  # a tools page under the cut so far: read on to PAGE_HOLD
 
     async def __aiter__(self):
         held = bytearray()
-        probed = False
+        page: dict[str, Any] | None = None  # a tools page to cut this body to
+        size, tail = 0, bytearray()
+        probe_at = PAGE_BYTES + 1  # read the start once here, once more at PAGE_HOLD
         async for chunk in self._stream:
+            if page is not None:  # cut, but its id comes after the tools: read on for it
+                size += len(chunk)
+                tail += chunk[-TAIL:]
+                del tail[:-TAIL]
+                continue
             held += chunk
             if len(held) > MAX_MESSAGE:
                 raise TooLong(f"the server's answer was more than {MAX_MESSAGE:,} bytes; "
                               "silica refused it")
-            if len(held) <= PAGE_BYTES or (probed and len(held) < PAGE_HOLD):
+            if len(held) < probe_at:
                 continue
-            prefix = page_prefix(_text(held[:PAGE_HOLD]))
-            probed = prefix.tools is not None and prefix.has_id
-            page = cut_page(prefix) if probed else None
-            if page is not None and (len(prefix.tools or ()) > MAX_TOOLS or
-                                     len(held) >= PAGE_HOLD):
+            page = self._cut(held)
+            probe_at = PAGE_HOLD if self._waiting and probe_at < PAGE_HOLD else MAX_MESSAGE + 1
+            if page is not None and "id" in page:
                 yield finish(page, max(self._size, len(held)))
                 return  # the rest of the body is never read
-        if len(held) > PAGE_BYTES:
-            prefix = page_prefix(_text(held))
-            page = cut_page(prefix) if len(prefix.tools or ()) > MAX_TOOLS else None
             if page is not None:
-                yield finish(page, len(held))
-                return
-        yield bytes(held)
+                size, tail, held = len(held), held[-TAIL:], bytearray()
+        if page is not None:
+            yield finish(page, size, tail)
+        elif self._waiting and (page := self._cut(held)) is not None:
+            yield finish(page, len(held), held[-TAIL:])
+        else:
+            yield bytes(held)
+
+    def _cut(self, held: bytearray) -> dict[str, Any] | None:
+        """The page to cut a tools answer to, once enough of it is read (else ``None``)."""
+        prefix = page_prefix(_text(held[:PAGE_HOLD]))
+        self._waiting = prefix.tools is not None
+        if prefix.tools is None:
+            return None
+        if len(prefix.tools) > MAX_TOOLS or len(held) >= PAGE_HOLD:
+            return cut_page(prefix)
+        return None
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -304,6 +350,7 @@ class BoundedLines:
         self._replace: dict[str, Any] | None = None  # what a skipped line becomes at its end
         self._probed = False  # the current long line's start was read once
         self._cut_now = False  # the current line answers tools/list: cut at PAGE_HOLD
+        self._tail = bytearray()  # the last TAIL bytes of a skipped line
         self._ended = False
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
@@ -333,6 +380,8 @@ class BoundedLines:
             start = len(chunk) if end < 0 else end + 1
             if self._skipping:
                 self._skipping += len(piece)
+                self._tail += piece[-TAIL:]
+                del self._tail[:-TAIL]
                 if end >= 0:
                     self._end_skip()
                 continue
@@ -346,14 +395,15 @@ class BoundedLines:
         line = self._held
         if len(line) > MAX_MESSAGE:  # it came in one piece: refused all the same
             refused = refusal(page_prefix(_text(line[:PAGE_HOLD]), 0))
-            self._ready += finish(refused, len(line)) if refused else b""
+            self._ready += finish(refused, len(line), line[-TAIL:])
             self._reset()
             return
-        if len(line) > PAGE_BYTES:
-            prefix = page_prefix(_text(line))
-            page = cut_page(prefix) if len(prefix.tools or ()) > MAX_TOOLS else None
+        if len(line) > PAGE_BYTES and (self._cut_now or not self._probed):
+            prefix = page_prefix(_text(line[:PAGE_HOLD]))
+            cut = len(prefix.tools or ()) > MAX_TOOLS or len(line) >= PAGE_HOLD
+            page = cut_page(prefix) if cut else None  # as _long_line would have
             if page is not None:
-                self._ready += finish(page, len(line))
+                self._ready += finish(page, len(line), line[-TAIL:])
                 self._reset()
                 return
         if self._ready:
@@ -368,7 +418,7 @@ class BoundedLines:
         if not self._probed or (self._cut_now and size >= PAGE_HOLD):
             self._probed = True
             prefix = page_prefix(_text(self._held[:PAGE_HOLD]))
-            if prefix.tools is not None and prefix.has_id:
+            if prefix.tools is not None:
                 self._cut_now = True
                 if len(prefix.tools) > MAX_TOOLS or size >= PAGE_HOLD:
                     self._skip(cut_page(prefix), size)
@@ -378,15 +428,16 @@ class BoundedLines:
 
     def _skip(self, replacement: dict[str, Any] | None, size: int) -> None:
         self._replace, self._skipping = replacement, size
+        self._tail = self._held[-TAIL:]
         self._held = bytearray()
 
     def _end_skip(self) -> None:
         if self._replace is not None:  # the size is known now that the line ended
-            self._ready += finish(self._replace, self._skipping)
+            self._ready += finish(self._replace, self._skipping, self._tail)
         self._reset()
 
     def _reset(self) -> None:
-        self._held = bytearray()
+        self._held, self._tail = bytearray(), bytearray()
         self._skipping, self._replace, self._probed, self._cut_now = 0, None, False, False
 
     async def aclose(self) -> None:

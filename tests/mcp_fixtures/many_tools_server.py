@@ -5,6 +5,7 @@
     python many_tools_server.py N --log F    # append each tools/list cursor asked for to F
     python many_tools_server.py N --http P   # streamable HTTP (JSON answers) on 127.0.0.1:P/mcp
     python many_tools_server.py N --answer-mb M  # a call of t0 answers M MiB of text
+    python many_tools_server.py N --id-last  # each answer's "id" after its "result"
 
 Each tool is about 250 bytes, like a real one: a name, a sentence of description and an
 input schema with two properties. ``call`` of any of them answers ``ok <name>``.
@@ -22,6 +23,7 @@ parser.add_argument("--page", type=int, default=0)
 parser.add_argument("--log")
 parser.add_argument("--http", type=int)
 parser.add_argument("--answer-mb", type=int, default=0)
+parser.add_argument("--id-last", action="store_true")
 options = parser.parse_args()
 
 
@@ -68,6 +70,8 @@ def answer(request: dict) -> dict | None:
     else:
         return {"jsonrpc": "2.0", "id": rid,
                 "error": {"code": -32601, "message": f"no method {method}"}}
+    if options.id_last:
+        return {"jsonrpc": "2.0", "result": result, "id": rid}
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
