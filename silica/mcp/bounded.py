@@ -12,8 +12,11 @@ of one:
   ``nextCursor`` and with ``_meta["silica/cut"]`` saying what was left out (``cut_note``);
   the rest of the line is skipped unread;
 - any line longer than ``MAX_MESSAGE`` is refused: it becomes an error answer to its
-  request (or nothing, when its ``id`` cannot be found in its first bytes), and the rest of
-  it is skipped unread.
+  request, and the rest of it is skipped unread.
+
+The ``id`` of a cut or refused answer is read from its start, or, when it comes after the
+result, from the last ``TAIL`` bytes of the line (``id_in_tail``); an answer whose ``id``
+is in neither is dropped, and its request runs into its timeout.
 
 Only the start of a long line is ever parsed (``page_prefix``), with ``json``'s decoder one
 value at a time; the rest is searched for its newline only.
