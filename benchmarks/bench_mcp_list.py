@@ -9,8 +9,9 @@ servers, each alone in its own ``SILICA_HOME``: 10 tools (the command's own cost
 in one ``tools/list`` answer (about 30 MB on one line), and ``--tools`` in pages of
 ``--page``. Each run is a fresh ``silica tools list --json --refresh`` process that reports
 its own peak memory (``VmHWM`` from ``/proc/self/status``, read at exit once its servers are
-stopped; the server's memory is not in it) and its wall time from start to exit (the
-server's time to write its answer included). ``--before REV`` runs the same against the
+stopped; the server's memory is not in it), its own CPU time (``time.process_time()``: the
+server's is not in it) and its wall time from start to exit (the server's time to write its
+answer included). ``--before REV`` runs the same against the
 ``silica`` package of a git revision (``git archive`` into the temporary folder, put first on
 ``PYTHONPATH``), interleaved with the working tree's runs. Figures: the largest peak and the
 median time of ``--repeat`` runs; 1 MB = 1,000,000 bytes.
@@ -20,7 +21,7 @@ median time of ``--repeat`` runs; 1 MB = 1,000,000 bytes.
 | one answer of ``--tools`` tools: peak | ≤ 2x the 10-tool peak |
 | ``--tools`` tools in pages: peak | ≤ 2x the 10-tool peak |
 | each: 1000 tools listed, and a row saying the server offered more | yes |
-| wall times, and everything of ``--before`` | report only |
+| wall and CPU times, and everything of ``--before`` | report only |
 
 It reports; it is not a test: it exits 0 even when a target is missed, unless ``--strict``.
 """
@@ -49,7 +50,7 @@ started = time.perf_counter()
 def peak():
     with open("/proc/self/status") as status:
         kib = int(status.read().split("VmHWM:")[1].split()[0])
-    print("MEASURED", kib * 1024, time.perf_counter() - started, file=sys.stderr)
+    print("MEASURED", kib * 1024, time.process_time(), file=sys.stderr)
 atexit.register(peak)  # registered first, so it runs last: after the servers are stopped
 sys.argv = ["silica", "tools", "list", "--json", "--refresh"]
 runpy.run_module("silica", run_name="__main__")
@@ -60,6 +61,7 @@ runpy.run_module("silica", run_name="__main__")
 class Run:
     peak: int
     wall: float
+    cpu: float  # silica's own CPU time (its threads, not the server's)
     listed: int
     reason: str
 
@@ -75,11 +77,11 @@ def one_run(home: Path, source: Path | None) -> Run:
     wall = time.perf_counter() - started
     if done.returncode != 0 or "MEASURED" not in done.stderr:
         raise SystemExit(f"silica tools list failed:\n{done.stderr[-2000:]}")
-    peak = int(done.stderr.rsplit("MEASURED", 1)[1].split()[0])
+    peak, cpu = done.stderr.rsplit("MEASURED", 1)[1].split()[:2]
     rows = json.loads(done.stdout)
     listed = len([r for r in rows if r["name"].startswith("many__t")])
     reason = next((r["reason"] for r in rows if r["name"] == "many__*"), "")
-    return Run(peak, wall, listed, reason)
+    return Run(int(peak), wall, float(cpu), listed, reason)
 
 
 def configure(home: Path, *args: str) -> Path:
@@ -138,7 +140,9 @@ def _rows(runs: dict[tuple[str, str], list[Run]], cases: list[str],
         for side in sides:
             done = runs[(case, side)]
             peak, wall = max(r.peak for r in done), statistics.median(r.wall for r in done)
-            figures = (f"peak {peak / MB:.0f} MB, {wall:.2f} s, {done[0].listed} tools listed"
+            cpu = statistics.median(r.cpu for r in done)
+            figures = (f"peak {peak / MB:.0f} MB, {wall:.2f} s wall, {cpu:.2f} s CPU, "
+                       f"{done[0].listed} tools listed"
                        + (f"; {done[0].reason}" if done[0].reason else ""))
             if case == cases[0] or side != "now":
                 rows.append(Row(f"{side}: {case}", figures, f"{peak / base:.2f}x the 10-tool peak",
