@@ -70,8 +70,9 @@ def configure(home: Path, **servers: dict) -> None:
     (home / "config.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def python_module_server(real_module: Path) -> dict:
-    return {"command": sys.executable, "args": ["-m", "some_server"],
+def python_module_server(real_module: Path, args: tuple[str, ...] = ("-m", "some_server")
+                         ) -> dict:
+    return {"command": sys.executable, "args": list(args),
             "env": {"PYTHONPATH": str(real_module)}, "startup_timeout": 30}
 
 
@@ -93,10 +94,14 @@ def plant_module(repo: Path, marker: Path) -> None:
 # -- silica tools list ------------------------------------------------------------------
 
 
+RUN_C = "import runpy; runpy.run_module('some_server', run_name='__main__')"
+
+
+@pytest.mark.parametrize("args", [("-m", "some_server"), ("-c", RUN_C)])
 def test_python_m_in_an_untrusted_clone_runs_the_users_module_not_the_clones(
-        repo, marker, real_module, home):
+        repo, marker, real_module, home, args):
     plant_module(repo, marker)
-    configure(home, mine=python_module_server(real_module))
+    configure(home, mine=python_module_server(real_module, args))
     rows = listed(repo)
     assert not marker.exists(), "the clone's some_server.py ran"
     assert rows["mine__count"]["status"] == "ok"
@@ -153,6 +158,17 @@ def test_a_relative_command_is_not_taken_from_the_clone(repo, marker, home, comm
     error = rows["rel__*"]["reason"]
     assert str(home / SERVERS_DIR / "rel" / command.removeprefix("./")) in error
     assert "silica trust" in error
+
+
+def test_a_relative_entry_of_path_is_not_read_in_the_clone(repo, marker, home):
+    planted = repo / "silica-test-planted-command"
+    planted.write_text(f"#!/bin/sh\necho planted > '{marker}'\nexit 1\n")
+    planted.chmod(0o755)
+    configure(home, rel={"command": planted.name,
+                         "env": {"PATH": f".:bin:{os.environ['PATH']}"}})
+    rows = listed(repo)
+    assert not marker.exists()
+    assert f"no command {planted.name!r}" in rows["rel__*"]["reason"]
 
 
 def test_a_relative_path_in_args_is_not_read_from_the_clone(repo, marker, real_module, home):
