@@ -192,6 +192,10 @@ class McpServerSettings(_Section):
     ``url`` reaches it over HTTP (``headers`` sent with every request; ``${VAR}`` in a value
     is taken from the environment when silica connects). Exactly one of the two is given.
 
+    Where a stdio server starts is ``silica.security.server_start``'s decision: its ``cwd``
+    (a relative one is taken from the silica home), else the current folder in a trusted
+    project, else a private folder of its own; a relative ``command`` is taken from there.
+
     ``transport`` picks the HTTP protocol: ``"streamable-http"`` (the default) or ``"sse"``
     (the older HTTP+SSE transport; also chosen when ``url`` ends in ``/sse``). ``timeout``
     bounds one call (default ``[mcp] timeout``), ``startup_timeout`` the start, handshake and
