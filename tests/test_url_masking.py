@@ -118,3 +118,15 @@ def test_no_password_survives_in_any_text(user, password, before, after, scheme)
     secret = "PW" + password
     text = f"{before} {scheme}://{user}:{secret}@example.org{after}"
     assert secret not in mask_urls(text)
+
+
+def test_an_mcp_servers_url_is_listed_without_its_password(home):
+    port = dead_port()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[mcp.servers.remote]\nurl = "http://me:{SECRET}@127.0.0.1:{port}/mcp?token={SECRET}"'
+        '\nstartup_timeout = 5\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "list", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert f"127.0.0.1:{port}" in done.stdout + done.stderr  # the listing says where
+    assert SECRET not in done.stdout + done.stderr
