@@ -9,6 +9,11 @@ byte's column comes from a running sum of widths (1, or a repeat's count) reset 
 and ``-``, its band from a running count of ``-``, its colour from the last ``#n`` before
 it; the painted cells are then written into an index canvas with one fancy assignment per
 batch. Python loops only over ``#``, ``!`` and ``"`` tokens, never over pixels.
+
+Memory is bounded by the chunk whatever the bytes are: a chunk ends where no token is cut
+(``_cut``), and a token whose parameters run on past a chunk (``#`` and megabytes of digits
+and ``;``) is read in place, up to the parameters that count, and handed on as the short
+token that means the same (``_short``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import colorsys
 import io
 import re
+from collections.abc import Iterator
 
 import numpy as np
 from PIL import Image
@@ -29,7 +35,6 @@ from silica.results.escapes import (
     find_pair,
     output_bytes,
     seal,
-    text_of,
 )
 
 __all__ = ["MAX_PIXELS", "SixelError", "cut_sixel", "decode_sixel", "extract_sixel"]
@@ -55,7 +60,8 @@ MAX_BODY = 64 * 1024 * 1024
 _CHUNK = 1 << 20  # bytes decoded at once: bounds the per-byte arrays (~50 bytes a byte)
 _BATCH = 1 << 19  # cells painted at once: bounds the expanded index arrays
 _TOKEN = re.compile(rb'([!#"])([0-9;]*)')
-_CUT = re.compile(rb'(?<![0-9;!#"])')  # a chunk may start here: no token is split
+_PARAMS = re.compile(rb"[0-9;]*")
+_COUNTED = 5  # parameters a token is read for (#: register, system and three values)
 _START = re.compile(rb"(?:\x1bP|\xc2\x90)([0-9;]*)q")  # ESC P, or U+0090 in UTF-8
 _END = re.compile(rb"\x1b|\xc2\x9c")  # ESC (ST, or another sequence), or U+009C
 _DCS, _DCS_C1 = b"\x1bP", "\x90".encode()
@@ -75,10 +81,41 @@ def _percent(value: int) -> int:
     return (min(value, 100) * 255 + 50) // 100
 
 
-def _params(raw: bytes) -> list[int]:
-    """Numbers of ``1;2;;3`` (empty: 0); a number over nine digits reads as 999,999,999."""
-    return [int(p) if len(p) <= 9 else 999_999_999 for p in
-            (part or b"0" for part in raw.split(b";"))]
+def _params(raw: bytes | bytearray, start: int = 0, stop: int | None = None) -> list[int]:
+    """Numbers of ``raw[start:stop]``, ``1;2;;3`` (empty: 0), the first ``_COUNTED`` of them
+    (no token reads more); a number over nine digits reads as 999,999,999. Reads no further
+    than those, and copies none longer than nine digits."""
+    stop = len(raw) if stop is None else stop
+    values: list[int] = []
+    while len(values) < _COUNTED:
+        end = raw.find(b";", start, stop)
+        if end < 0:
+            end = stop
+        size = end - start
+        values.append(999_999_999 if size > 9 else int(raw[start:end] or b"0"))
+        if end == stop:
+            break
+        start = end + 1
+    return values
+
+
+def _short(kind: bytes, params: list[int]) -> bytes:
+    """The short token that means what ``kind`` with ``params`` means."""
+    return kind + b";".join(b"%d" % v for v in params)
+
+
+def _cut(data: bytes | bytearray, pos: int, end: int, stop: int) -> int:
+    """Where the chunk of ``data`` that begins at ``pos`` may end, at ``end`` or before it
+    (the data ends at ``stop``): no token is split, and the character a ``!`` repeats stays
+    with it. ``pos`` when a token begins at ``pos`` and runs on past ``end``."""
+    if end >= stop:
+        return stop
+    last = max(data.rfind(c, pos, end) for c in (b"!", b"#", b'"'))
+    if last < 0:
+        return end
+    if _PARAMS.match(data, last + 1, end).end() < end:  # it ends here, and what follows it
+        return end
+    return last
 
 
 class _Canvas:
@@ -103,7 +140,9 @@ class _Canvas:
         new_w = max(width, min(cap_w * 3 // 2, self.max_pixels // max(height, 1)))
         new_h = max(height, min(cap_h * 3 // 2, self.max_pixels // max(new_w, 1)))
         grown = np.zeros((new_h, new_w), np.uint16)
-        grown[:cap_h, :cap_w] = self.data
+        # The room kept may be narrower one way than before: only what is painted is copied.
+        keep_h, keep_w = min(cap_h, new_h), min(cap_w, new_w)
+        grown[:keep_h, :keep_w] = self.data[:keep_h, :keep_w]
         self.data = grown
 
 
@@ -226,23 +265,43 @@ class _Decoder:
         return Image.fromarray(lut[indices], "RGB")
 
 
-def decode_sixel(body: bytes, *, p2: int = 0, max_pixels: int = MAX_PIXELS) -> Image.Image:
+def _chunks(data: bytes | bytearray, pos: int, stop: int) -> Iterator[bytes]:
+    """``data[pos:stop]`` in chunks of at most about ``_CHUNK`` bytes that split no token; a
+    token longer than that comes as its short form, at the head of the next chunk (or alone:
+    then nothing followed it that it could repeat)."""
+    head = b""
+    while pos < stop:
+        end = _cut(data, pos, min(pos + _CHUNK, stop), stop)
+        if end > pos:
+            yield head + data[pos:end]
+            head, pos = b"", end
+            continue
+        if head:
+            yield head
+        end = _PARAMS.match(data, pos + 1, stop).end()
+        head = _short(data[pos : pos + 1], _params(data, pos + 1, end))
+        pos = end
+    if head:
+        yield head
+
+
+def decode_sixel(body: bytes | bytearray, *, p2: int = 0, max_pixels: int = MAX_PIXELS,
+                 start: int = 0, stop: int | None = None) -> Image.Image:
     """The image that sixel ``body`` (the data after ``q``, without the terminator) draws.
 
     ``p2`` is the DCS's second parameter: 1 leaves unpainted pixels transparent (RGBA),
     anything else paints them with register 0 (RGB). Raises ``SixelError`` with a short
     reason, never anything else; the canvas is refused before it is allocated when it
-    would pass ``max_pixels``, and time is bounded by ``len(body)`` and ``MAX_WORK``.
+    would pass ``max_pixels``. Time is bounded by the body's size and ``MAX_WORK``, memory by
+    ``_CHUNK`` and the canvas, whatever the bytes are. The body is ``body[start:stop]``, read
+    in place.
     """
-    if len(body) > MAX_BODY:
+    stop = len(body) if stop is None else stop
+    if stop - start > MAX_BODY:
         raise SixelError(f"over {MAX_BODY // (1024 * 1024)} MiB of sixel data")
     decoder = _Decoder(max_pixels)
-    pos = 0
-    while pos < len(body):
-        cut = _CUT.search(body, min(pos + _CHUNK, len(body)))
-        end = cut.start() if cut else len(body)
-        decoder.chunk(body[pos:end])
-        pos = end
+    for chunk in _chunks(body, start, stop):
+        decoder.chunk(chunk)
     return decoder.image(transparent=p2 == 1)
 
 
@@ -301,11 +360,8 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
             continue
         params = m.group(1).split(b";")
         p2 = int(params[1]) if len(params) > 1 and params[1][:3].isdigit() else 0
-        body = data[m.end() : stop]
-        if not body.isascii():  # as the text has it: each character in UTF-8
-            body = text_of(body, errors).encode("utf-8", "ignore")
-        try:
-            image = decode_sixel(body, p2=p2)
+        try:  # read in place: bytes past ASCII are no sixel data, whatever they decode to
+            image = decode_sixel(data, p2=p2, start=m.end(), stop=stop)
             buf = io.BytesIO()
             image.save(buf, "PNG", compress_level=1)
         except SixelError as exc:
