@@ -37,6 +37,10 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 # One image's base64 text above this is dropped, unread.
 MAX_BASE64_CHARS = 64 * 1024 * 1024
+# Images one extractor keeps from one output, in number and in bytes; past either, each is
+# dropped and counted in one marker (a result sends far fewer: ``max_images_per_result``).
+MAX_IMAGES = 10_000
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
 # Decompressed (``o=z``) data, or what raw pixels take to turn into PNG, above this is
 # dropped: the default decoding budget of one image (``ImageLimits.max_decoded_bytes``).
 MAX_DECODED_BYTES = DEFAULT_MAX_DECODED_BYTES
@@ -258,7 +262,8 @@ class Base64Stream:
     __slots__ = ("parts", "carry", "chars", "error", "decode", "errors")
 
     def __init__(self, decode: bool = True, errors: str = "replace") -> None:
-        self.parts: list[bytes] = []
+        # One buffer, not a list: thousands of tiny chunks cost their bytes, no object each.
+        self.parts = bytearray()
         self.carry = ""
         self.chars = 0
         self.error: str | None = None
@@ -268,7 +273,7 @@ class Base64Stream:
     def fail(self, reason: str) -> None:
         if self.error is None:
             self.error = reason
-        self.parts = []
+        self.parts = bytearray()
         self.carry = ""
 
     def feed(
@@ -301,7 +306,7 @@ class Base64Stream:
             decoded = strict_decode(memoryview(data)[start:end])
         if decoded is not None:  # it decoded: all ASCII, so as many characters as bytes
             self.chars += size
-            self.parts.append(decoded)
+            self.parts.extend(decoded)
             return
         # Read as text from here. (Without a carry, whole quanta were tried just above.)
         text = text_of(data[start:end], self.errors)
@@ -311,7 +316,7 @@ class Base64Stream:
         if carry and len(s) % 4 == 0:
             out = strict_decode(s)
             if out is not None:
-                self.parts.append(out)
+                self.parts.extend(out)
                 return
         s = "".join(s.split())  # whitespace out (line-wrapped base64)
         if "=" in s:
@@ -323,7 +328,7 @@ class Base64Stream:
         if out is None:
             self.fail("invalid base64")
         else:
-            self.parts.append(out)
+            self.parts.extend(out)
 
     def finish(self) -> bytes | None:
         """All the decoded bytes, or ``None`` if ``error`` is set (it is set here too)."""
@@ -332,11 +337,11 @@ class Base64Stream:
             if tail is None:
                 self.fail("invalid base64")
             else:
-                self.parts.append(tail)
+                self.parts.extend(tail)
         if self.error is not None:
             return None
-        data = b"".join(self.parts)
-        self.parts = []
+        data = bytes(self.parts)
+        self.parts = bytearray()
         return data
 
 
@@ -439,8 +444,9 @@ class StreamExtractor:
 
     def __init__(self, errors: str = "replace") -> None:
         self.errors = errors
-        self.out: list[Output] = []
+        self.out = Rebuilt()
         self._images: list[ImagePayload | None] = []
+        self.kept_bytes = self.over = 0  # image bytes kept; images dropped past the caps
         self.marked = self.unmarked = 0
         self.view = memoryview(b"")  # of the bytes being walked, for slices without a copy
 
@@ -524,22 +530,80 @@ class StreamExtractor:
 
     def slot(self) -> int:
         """Reserve a place in the output here, for a marker that may be known only later."""
-        self.out.append(b"")
-        return len(self.out) - 1
+        return self.out.slot()
 
     def fill(self, slot: int, text: bytes) -> None:
-        self.out[slot] = text
+        self.out.fill(slot, text)
 
     def add_image(self, payload: ImagePayload) -> int:
+        """Keep ``payload``; its index, or -1 when it is past ``MAX_IMAGES`` images or
+        ``MAX_IMAGE_BYTES`` bytes in all (it is then dropped, and counted in one marker)."""
+        size = len(payload.data)
+        if len(self._images) >= MAX_IMAGES or self.kept_bytes + size > MAX_IMAGE_BYTES:
+            self.over += 1
+            return -1
+        self.kept_bytes += size
         self._images.append(payload)
         return len(self._images) - 1
 
     def remove_image(self, index: int) -> None:
+        payload = self._images[index]
+        if payload is not None:
+            self.kept_bytes -= len(payload.data)
         self._images[index] = None
 
-    def result(self, data: bytes | None = None) -> Cut:
-        data = b"".join(self.out) if data is None else data
-        self.out = []
+    def result(self, data: bytes | bytearray | None = None) -> Cut:
+        data = self.out.join() if data is None else data
+        self.out = Rebuilt()
+        tail = []
         if self.unmarked:
-            data += marker(f"{self.source}: {self.unmarked} more dropped, not marked one by one")
+            tail.append(marker(
+                f"{self.source}: {self.unmarked} more dropped, not marked one by one"))
+        if self.over:
+            tail.append(marker(
+                f"{self.source}: {self.over} more images dropped, past {MAX_IMAGES} images or "
+                f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB of them in one output"))
+        if tail:
+            data = bytearray(data) if isinstance(data, bytes) else data
+            for piece in tail:
+                data += piece
         return Cut(data, [p for p in self._images if p is not None], self.errors)
+
+
+class Rebuilt:
+    """The output being rebuilt by an extractor: what is kept, copied into one buffer (no
+    object per piece, however many there are), and the places reserved for markers that are
+    known only later (``slot``, ``fill``)."""
+
+    __slots__ = ("buf", "slots", "filled")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.slots: list[int] = []  # where each reserved place is in buf
+        self.filled: dict[int, bytes] = {}
+
+    def append(self, piece: Output) -> None:
+        self.buf += piece
+
+    def slot(self) -> int:
+        self.slots.append(len(self.buf))
+        return len(self.slots) - 1
+
+    def fill(self, slot: int, text: bytes) -> None:
+        if text:
+            self.filled[slot] = text
+        else:
+            self.filled.pop(slot, None)
+
+    def join(self) -> bytearray:
+        """The output, the markers in their places."""
+        if not self.filled:
+            return self.buf
+        out, view, pos = bytearray(), memoryview(self.buf), 0
+        for slot in sorted(self.filled):
+            at = self.slots[slot]
+            out += view[pos:at]
+            out += self.filled[slot]
+            pos = at
+        out += view[pos:]
+        return out

@@ -40,6 +40,9 @@ _PLACEHOLDER = "\U0010eeee".encode()  # b"\xf4\x8e\xbb\xae"; no other character 
 _TRANSMIT = ("t", "T", "f")  # actions that carry image data (f: an animation frame)
 _NOT_INLINE = "image not transferred inline (kitty t={}): not shown"
 _CONTROLS = 256  # distinct control strings whose keys are kept, read once each
+# take hands the chunks it took on to the transfer in batches of this many, or bytes.
+_BATCH = 1024
+_BATCH_BYTES = 1 << 20
 # At the ESC that ends a chunk: its ST, then the next chunk's ESC _ G and control data.
 _NEXT = re.compile(rb"\x1b\\\x1b_G([^;\x1b\x07]*);")
 
@@ -91,19 +94,20 @@ def _strip_placeholders(data: bytes | bytearray, errors: str) -> bytes | bytearr
     """Remove U+10EEEE and the combining marks (row, column, id diacritics) after each."""
     find, view = data.find, memoryview(data)
     i = find(0xF4)  # memchr for its first byte: U+10EEEE is rare, and so is the byte
-    out: list[Output] = []
+    out: bytearray | None = None  # one buffer, not an object a piece: there may be millions
     pos = 0
     while i >= 0:
         if data.startswith(_PLACEHOLDER, i):
-            out.append(seal(view[pos:i]))
+            out = bytearray() if out is None else out
+            out += seal(view[pos:i])
             pos = _after_marks(data, i + len(_PLACEHOLDER), errors)
             i = find(0xF4, pos)
         else:
             i = find(0xF4, i + 1)
-    if not out:
+    if out is None:
         return data
-    out.append(view[pos:])
-    return b"".join(out)
+    out += view[pos:]
+    return out
 
 
 def _after_marks(data: bytes | bytearray, pos: int, errors: str) -> int:
@@ -144,7 +148,7 @@ class _Transfer:
 
     __slots__ = ("keys", "kind", "slot", "b64")
 
-    def __init__(self, keys: dict[str, str], kind: str, slot: int, errors: str) -> None:
+    def __init__(self, keys: dict[str, str], kind: str, slot: int | None, errors: str) -> None:
         self.keys, self.kind, self.slot = keys, kind, slot
         self.b64 = Base64Stream(decode=kind == "image", errors=errors)
 
@@ -343,6 +347,7 @@ class _Kitty(StreamExtractor):
         more = read.more
         if more:
             find, startswith, add = data.find, data.startswith, pieces.append
+            size_taken = esc - first
             # The last two heads seen: the glue, its length, and whether more chunks follow;
             # first the one more chunks follow (chunks in the middle are most).
             glue, size, again, glue2, size2, again2 = self.glues
@@ -375,6 +380,16 @@ class _Kitty(StreamExtractor):
                 if after:  # more chunks follow: the head of the next shows the ST of this one
                     add(view[begin:end])
                     open_at, esc = esc, end
+                    size_taken += end - begin
+                    if len(pieces) > _BATCH or size_taken > _BATCH_BYTES:
+                        # All but the last (its ST is not seen yet) handed on: memory stays
+                        # in proportion to a batch, however many chunks there are.
+                        at = self.hand_on(data, start, pieces, open_at + 2, read)
+                        if at != open_at + 2:  # a BEL ended one of them: the general way
+                            self.glues = glue, size, again, glue2, size2, again2
+                            return at
+                        start, pieces, size_taken = at, [pieces[-1]], end - begin
+                        add = pieces.append
                     continue
                 if data[end + 1 : end + 2] == b"\\":  # the last chunk, whole
                     add(view[begin:end])
@@ -394,12 +409,20 @@ class _Kitty(StreamExtractor):
             decoded = strict_decode(joined)
             if decoded is not None and not more:  # the usual: a whole image in one go
                 if read.plain:  # PNG, no id: kept as it came
-                    self._images.append(ImagePayload(decoded, "image/png", "kitty"))
+                    self.add_image(ImagePayload(decoded, "image/png", "kitty"))
                 else:
                     self.land(read.image_id, *_image(keys, decoded), None)
                 return pos
         self.loading = _Transfer(keys, kind, self.slot(), self.errors)
         return self.ran(data, start, joined, pos, more, decoded, kind == "image")
+
+    def hand_on(self, data: bytes, start: int, pieces: list, pos: int, read: _Control) -> int:
+        """Feed the base64 of the chunks ``take`` took from ``start`` to ``pos`` but the last
+        (``pieces[:-1]``) to the transfer, begun here if none is under way; where to go on
+        (``pos``, or where a BEL ended a chunk: see ``ran``)."""
+        if self.loading is None:
+            self.loading = _Transfer(read.keys, read.kind, self.slot(), self.errors)
+        return self.ran(data, start, b"".join(pieces[:-1]), pos, True)
 
     def ran(self, data: bytes, first: int, joined: Output, pos: int, more: bool,
             decoded: bytes | None = None, tried: bool = False) -> int:
@@ -470,7 +493,8 @@ class _Kitty(StreamExtractor):
                 self.out.append(self.note(_NOT_INLINE.format(safe(medium, 8))))
             return
         kind = "query" if action == "q" else "frame" if action == "f" else "image"
-        transfer = _Transfer(keys, kind, self.slot(), self.errors)
+        # A place for its marker is reserved only when output may come before it ends.
+        transfer = _Transfer(keys, kind, self.slot() if more else None, self.errors)
         transfer.add(data, start, end, cut, decoded)
         if more:
             self.loading = transfer
@@ -481,7 +505,11 @@ class _Kitty(StreamExtractor):
         if transfer.kind == "query":
             return
         if transfer.kind == "frame":
-            self.fill(transfer.slot, self.note("kitty animation frame: not shown"))
+            marker = self.note("kitty animation frame: not shown")
+            if transfer.slot is None:
+                self.out.append(marker)
+            else:
+                self.fill(transfer.slot, marker)
             return
         self.land(_int(transfer.keys.get("i")), *transfer.image(), transfer.slot)
 
@@ -506,18 +534,17 @@ class _Kitty(StreamExtractor):
                 self.remove_image(index)
                 self.fill(old_slot,
                           self.note(f"kitty image i={image_id} dropped: sent again, changed"))
-            if slot is None:
-                slot = self.slot()
+                del self.by_id[image_id]
         index = self.add_image(ImagePayload(data, "image/png", "kitty"))
-        if image_id:
-            self.by_id[image_id] = (index, slot, data)
+        if image_id and index >= 0:
+            self.by_id[image_id] = (index, self.slot() if slot is None else slot, data)
 
     def finish(self) -> Cut:
         if self.loading is not None:
             self.loading.b64.fail("transfer not finished at the end of the output")
             self.complete(self.loading)
             self.loading = None
-        return self.result(_strip_placeholders(b"".join(self.out), self.errors))
+        return self.result(_strip_placeholders(self.out.join(), self.errors))
 
 
 class _Control:
