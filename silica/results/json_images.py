@@ -10,9 +10,11 @@ Any ``base64`` value may also be a ``data:`` URL. The JSON may be surrounded by 
 (log output, progress); they are kept as text. Everything else in the JSON stays, as one
 text block, without the image data.
 
-JSON nested too deeply for the parser is not given up on: its ``"base64"`` string fields and
-``data:image/...`` URLs are found by a flat scan and taken out just the same, so image data
-never stays behind as text.
+JSON nested too deeply for the parser, or holding too many values to build as objects
+(``MAX_VALUES``: memory would be many times the text's), is not given up on: its
+``"base64"`` string fields and ``data:image/...`` URLs are found by a flat scan and taken out
+just the same, so image data never stays behind as text. Time is linear in the text: at
+most ``_MAX_CANDIDATES`` documents are tried, none inside one read before.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from silica.results.escapes import decode_base64
 
 _DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
 _MAX_CANDIDATES = 32  # JSON documents tried when the output is not JSON as a whole
+MAX_VALUES = 200_000
+"""Values (counted by the characters that begin or separate them: ``{ [ , :``) past which
+the text is not parsed into objects; a small object takes some 200 bytes as one."""
+_FIRST = re.compile(r"\S")
 
 
 def extract_json_images(text: str) -> Extraction:
@@ -37,10 +43,14 @@ def extract_json_images(text: str) -> Extraction:
     without its image data (indented), and image data that is not valid base64 is replaced
     by an ``[image dropped: ...]`` notice. Never raises on any text.
     """
+    if not _may_hold_json(text):  # the common case: plain text, no scan at all
+        return Extraction(text, [])
+    if sum(text.count(c) for c in "{[,:") > MAX_VALUES:
+        return _scan_flat(text, "holds too many values to read as a whole")
     try:
         found = _find_json_object(text)
     except RecursionError:
-        return _scan_flat(text)
+        return _scan_flat(text, "is nested too deeply to read as a whole")
     if found is None:
         return Extraction(text, [])
     start, end, doc = found
@@ -62,9 +72,19 @@ _FLAT_FIELD = re.compile(
 _JSON_ESCAPES = {"\\/": "/", "\\n": "", "\\r": ""}
 
 
-def _scan_flat(text: str) -> Extraction:
-    """Images in JSON too deep to parse: each ``"base64"`` field and image data URL that
-    decodes to an image is taken out; the rest of the text stays, with a note."""
+def _may_hold_json(text: str) -> bool:
+    """Whether an object may begin ``text`` or one of its lines (else there is none to try)."""
+    first = _FIRST.search(text)
+    return first is not None and (first.group() == "{" or _LINE_OBJECT.search(text) is not None)
+
+
+_LINE_OBJECT = re.compile(r"(?m)^[ \t]*\{")
+
+
+def _scan_flat(text: str, why: str) -> Extraction:
+    """Images in JSON that cannot be parsed as a whole (``why``): each ``"base64"`` field
+    and image data URL that decodes to an image is taken out; the rest of the text stays,
+    with a note."""
     images: list[ImagePayload] = []
     notices: list[str] = []
 
@@ -79,23 +99,24 @@ def _scan_flat(text: str) -> Extraction:
     rest = _FLAT_FIELD.sub(take, text)
     if not images and not notices:
         return Extraction(text, [])
-    note = ("[the JSON is nested too deeply to read as a whole; its images were found by "
-            "their fields]")
+    note = f"[the JSON {why}; its images were found by their fields]"
     return Extraction("\n".join([rest, *notices, note]), images)
 
 
 def _find_json_object(text: str) -> tuple[int, int, dict] | None:
-    stripped = text.strip()
-    if stripped.startswith("{"):
+    decoder = json.JSONDecoder()
+    first = _FIRST.search(text)
+    if first is not None and first.group() == "{":  # the whole text, surrounding space aside
         try:
-            doc = json.loads(stripped)
+            doc, end = decoder.raw_decode(text, first.start())
         except ValueError:
             doc = None
-        if isinstance(doc, dict):
+        if isinstance(doc, dict) and _FIRST.search(text, end) is None:
             return 0, len(text), doc
-    decoder = json.JSONDecoder()
-    tries = 0
-    for match in re.finditer(r"(?m)^[ \t]*\{", text):
+    tries, after = 0, 0
+    for match in _LINE_OBJECT.finditer(text):
+        if match.start() < after:  # inside a document read before: read once, not again
+            continue
         tries += 1
         if tries > _MAX_CANDIDATES:
             break
@@ -106,6 +127,7 @@ def _find_json_object(text: str) -> tuple[int, int, dict] | None:
             continue
         if isinstance(doc, dict) and _has_image_fields(doc):
             return match.start(), end, doc
+        after = end
     return None
 
 

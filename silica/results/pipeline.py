@@ -111,8 +111,9 @@ def build_result(raw: RawOutput, pm: pluggy.PluginManager,
             draft.restore(before)
             notes.append(f"[result processor {proc.name!r} failed and was skipped: {exc}]")
     blocks: list[Block] = []
-    if draft.text.strip():
-        blocks.append(TextBlock(text=draft.text))
+    text = draft.text
+    if text and not text.isspace():  # not strip(): that would copy all of it
+        blocks.append(TextBlock(text=text))
     blocks.extend(prepare_images(draft.images, pm, limits, deadline))
     notes.extend(raw.problems())
     if notes:
