@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -25,6 +26,38 @@ def write_atomic(path: Path, data: bytes | str, *, prefix: str = ".tmp-",
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def keep_text_by_content(folder: Path, pieces: Iterable[str], suffix: str,
+                         stem: str = "") -> Path:
+    """``keep_by_content`` for text given in ``pieces`` (joined as they are), written in
+    UTF-8 with ``backslashreplace``: encoded and hashed a slice at a time, so a long text
+    is never copied whole. Returns the path; raises ``OSError``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                for at in range(0, len(piece), _SLICE):
+                    data = piece[at : at + _SLICE].encode("utf-8", "backslashreplace")
+                    digest.update(data)
+                    f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        name = digest.hexdigest()[:16]
+        path = folder / (f"{stem}-{name}{suffix}" if stem else f"{name}{suffix}")
+        if path.is_file():
+            Path(temp).unlink()
+        else:
+            os.replace(temp, path)
+        return path
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+_SLICE = 1 << 20  # characters encoded at once by keep_text_by_content
 
 
 def keep_by_content(folder: Path, data: bytes, suffix: str, stem: str = "") -> Path:

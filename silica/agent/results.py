@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolResult
-from silica.fsutil import keep_by_content
+from silica.fsutil import keep_text_by_content
 from silica.images.store import ImageStore
 
 UNDECODABLE_RUN = 32
@@ -80,8 +80,9 @@ def keep_result(result: ToolResult, *, name: str, store: ImageStore, folder: Pat
     output: Path | None = None
     total = sum(len(b.text) for b in blocks if isinstance(b, TextBlock))
     if total > max_chars:
-        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
-        output, problem = _save_output(text, name, folder)
+        texts = [b.text for b in blocks if isinstance(b, TextBlock)]  # joined on disk only
+        output, problem = _save_output(
+            [piece for i, t in enumerate(texts) for piece in ("\n" * bool(i), t)], name, folder)
         where = (f"the whole output is in {output}" if output else
                  f"the whole output could not be saved: {problem}")
         cut = total - max_chars
@@ -142,12 +143,12 @@ def _with_audiences(given: list, stored: list, own: set[int]) -> list:
     return out
 
 
-def _save_output(text: str, name: str, folder: Path) -> tuple[Path | None, str]:
-    """Write ``text`` to ``folder``, named by tool and content; the path, or why not."""
+def _save_output(pieces: list[str], name: str, folder: Path) -> tuple[Path | None, str]:
+    """Write the text of ``pieces`` to ``folder``, named by tool and content, a slice at a
+    time; the path, or why not."""
     stem = _NAME.sub("-", name).strip("-")[:40] or "tool"
     try:
-        return keep_by_content(folder, text.encode("utf-8", "backslashreplace"), ".txt",
-                               stem), ""
+        return keep_text_by_content(folder, pieces, ".txt", stem), ""
     except OSError as exc:
         return None, f"{exc.strerror or exc} ({folder})"
 

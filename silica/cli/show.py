@@ -17,7 +17,7 @@ from pathlib import Path
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult, for_user
 from silica.cli.output import err, out, plain, say
-from silica.fsutil import keep_by_content
+from silica.fsutil import keep_by_content, keep_text_by_content
 from silica.paths import silica_home
 
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
@@ -44,12 +44,14 @@ def clip_for_terminal(text: str, chars: int = SHOW_CHARS,
     return head, len(text) - len(head)
 
 
-def save_text(text: str, folder: Path | None = None) -> tuple[Path | None, str]:
-    """Save ``text`` under a name made from its content (in the folder ``save_image`` uses by
-    default); the path, or ``None`` and why it could not be written."""
+def save_text(text: str | list[str], folder: Path | None = None) -> tuple[Path | None, str]:
+    """Save ``text`` (or its pieces, joined as they are) under a name made from its content
+    (in the folder ``save_image`` uses by default), never copying it whole; the path, or
+    ``None`` and why it could not be written."""
     folder = folder or silica_home() / "images" / "cli"
     try:
-        return keep_by_content(folder, text.encode("utf-8", "backslashreplace"), ".txt"), ""
+        return keep_text_by_content(folder, [text] if isinstance(text, str) else text,
+                                    ".txt"), ""
     except OSError as exc:
         return None, str(exc.strerror or exc)
 
@@ -112,10 +114,11 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
             # a tool's words: never markup, never escapes; undecodable runs as one marker
             console.print(plain(compact_undecodable(shown)))
             if left:
-                if full_output is None:
-                    words = "\n".join(b.text for b in result.blocks
-                                      if isinstance(b, TextBlock) and for_user(b))
-                    full_output, problem = save_text(compact_undecodable(words))
+                if full_output is None:  # the blocks' text, as pieces: no copy of it all
+                    texts = [compact_undecodable(b.text) for b in result.blocks
+                             if isinstance(b, TextBlock) and for_user(b)]
+                    full_output, problem = save_text(
+                        [piece for i, t in enumerate(texts) for piece in ("\n" * bool(i), t)])
                 where = (f"all of it is in {full_output}" if full_output else
                          f"it could not be saved: {problem}")
                 say(f"[… {left:,} more characters not shown; {where}]", console=console,
