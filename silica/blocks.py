@@ -51,6 +51,18 @@ class TextBlock(BaseModel):
     def to_anthropic(self) -> dict:
         return {"type": "text", "text": self.text}
 
+    def __repr_args__(self):
+        # Short, whatever the text's length: asyncio and logging take reprs of results
+        # (Python 3.11's signal.getsignal does, of asyncio.run's task), and a whole tool
+        # output's repr would copy it several times over.
+        for name, value in super().__repr_args__():
+            if name == "text" and len(value) > _REPR_CHARS:
+                value = f"{value[:_REPR_CHARS]}... ({len(value):,} characters)"
+            yield name, value
+
+
+_REPR_CHARS = 200
+
 
 class ImageBlock(BaseModel):
     """An image that has been checked and is safe to send: ``data`` holds its raw bytes."""

@@ -148,10 +148,11 @@ DEFAULT_STDERR_CAP = 256 * 1024  # the tail of stderr that is kept
 
 @dataclass
 class RawOutput:
-    """What a subprocess left behind."""
+    """What a subprocess left behind. Its repr leaves out the output (up to the cap: a repr
+    would copy it several times over)."""
 
-    stdout: bytes
-    stderr: bytes
+    stdout: bytes = field(repr=False)
+    stderr: bytes = field(repr=False)
     exit_code: int | None
     duration: float
     timed_out: bool = False
