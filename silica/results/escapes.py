@@ -410,7 +410,75 @@ def unwrap_screen(data: bytes | bytearray, start: int) -> tuple[bytes, int]:
             return b"".join(parts), k
 
 
-class StreamExtractor:
+class Gathered:
+    """What an extractor gathers from one output, within bounds whatever the output is: the
+    output rebuilt without the images (``out``, bytes in one buffer), at most ``max_markers``
+    markers (the rest counted, in one marker at the end), and the images, at most
+    ``MAX_IMAGES`` of them and ``MAX_IMAGE_BYTES`` in all (the rest dropped and counted).
+    ``source`` names the extractor in those markers."""
+
+    source = ""
+    max_markers = 100
+
+    def __init__(self, errors: str = "replace") -> None:
+        self.errors = errors
+        self.out = Rebuilt()
+        self._images: list[ImagePayload | None] = []
+        self.kept_bytes = self.over = 0  # image bytes kept; images dropped past the caps
+        self.marked = self.unmarked = 0
+
+    def note(self, text: str) -> bytes:
+        """The marker saying ``text``; or, once ``max_markers`` were made, ``b""`` (counted)."""
+        if self.marked < self.max_markers:
+            self.marked += 1
+            return marker(text)
+        self.unmarked += 1
+        return b""
+
+    def slot(self) -> int:
+        """Reserve a place in the output here, for a marker that may be known only later."""
+        return self.out.slot()
+
+    def fill(self, slot: int, text: bytes) -> None:
+        self.out.fill(slot, text)
+
+    def add_image(self, payload: ImagePayload) -> int:
+        """Keep ``payload``; its index, or -1 when it is past ``MAX_IMAGES`` images or
+        ``MAX_IMAGE_BYTES`` bytes in all (it is then dropped, and counted in one marker)."""
+        size = len(payload.data)
+        if len(self._images) >= MAX_IMAGES or self.kept_bytes + size > MAX_IMAGE_BYTES:
+            self.over += 1
+            return -1
+        self.kept_bytes += size
+        self._images.append(payload)
+        return len(self._images) - 1
+
+    def remove_image(self, index: int) -> None:
+        payload = self._images[index]
+        if payload is not None:
+            self.kept_bytes -= len(payload.data)
+        self._images[index] = None
+
+    def result(self, data: bytes | bytearray | None = None) -> Cut:
+        data = self.out.join() if data is None else data
+        self.out = Rebuilt()
+        tail = []
+        if self.unmarked:
+            tail.append(marker(
+                f"{self.source}: {self.unmarked} more dropped, not marked one by one"))
+        if self.over:
+            tail.append(marker(
+                f"{self.source}: {self.over} more images dropped, past {MAX_IMAGES} images or "
+                f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB of them in one output"))
+        if tail:
+            data = bytearray(data) if isinstance(data, bytes) else data
+            for piece in tail:
+                data += piece
+        return Cut(data, [p for p in self._images if p is not None], self.errors)
+
+
+
+class StreamExtractor(Gathered):
     """A walk over output bytes that finds one protocol's sequences, directly or in
     passthrough.
 
@@ -427,8 +495,6 @@ class StreamExtractor:
     rare = 0  # which byte of intro to hop on where ESCs are thick (see find_escape)
     max_depth = 2  # passthrough inside passthrough, and no deeper
 
-    max_markers = 100  # past this many, drops are only counted, in one marker at the end
-
     def __init_subclass__(cls) -> None:
         direct = re.escape(cls.intro[1:])
         if cls.commands:
@@ -443,11 +509,7 @@ class StreamExtractor:
         cls.reach = max(len(TMUX), len(SCREEN) + len(cls.intro) + longest)
 
     def __init__(self, errors: str = "replace") -> None:
-        self.errors = errors
-        self.out = Rebuilt()
-        self._images: list[ImagePayload | None] = []
-        self.kept_bytes = self.over = 0  # image bytes kept; images dropped past the caps
-        self.marked = self.unmarked = 0
+        super().__init__(errors)
         self.view = memoryview(b"")  # of the bytes being walked, for slices without a copy
 
     def sequence(self, data: bytes, start: int, body: int) -> int:
@@ -519,56 +581,6 @@ class StreamExtractor:
         # The end of passthrough is followed by what came after the wrapper: sealed too.
         out.append(view[pos:] if depth == 0 else seal(view[pos:]))
         self.view = outer
-
-    def note(self, text: str) -> bytes:
-        """The marker saying ``text``; or, once ``max_markers`` were made, ``b""`` (counted)."""
-        if self.marked < self.max_markers:
-            self.marked += 1
-            return marker(text)
-        self.unmarked += 1
-        return b""
-
-    def slot(self) -> int:
-        """Reserve a place in the output here, for a marker that may be known only later."""
-        return self.out.slot()
-
-    def fill(self, slot: int, text: bytes) -> None:
-        self.out.fill(slot, text)
-
-    def add_image(self, payload: ImagePayload) -> int:
-        """Keep ``payload``; its index, or -1 when it is past ``MAX_IMAGES`` images or
-        ``MAX_IMAGE_BYTES`` bytes in all (it is then dropped, and counted in one marker)."""
-        size = len(payload.data)
-        if len(self._images) >= MAX_IMAGES or self.kept_bytes + size > MAX_IMAGE_BYTES:
-            self.over += 1
-            return -1
-        self.kept_bytes += size
-        self._images.append(payload)
-        return len(self._images) - 1
-
-    def remove_image(self, index: int) -> None:
-        payload = self._images[index]
-        if payload is not None:
-            self.kept_bytes -= len(payload.data)
-        self._images[index] = None
-
-    def result(self, data: bytes | bytearray | None = None) -> Cut:
-        data = self.out.join() if data is None else data
-        self.out = Rebuilt()
-        tail = []
-        if self.unmarked:
-            tail.append(marker(
-                f"{self.source}: {self.unmarked} more dropped, not marked one by one"))
-        if self.over:
-            tail.append(marker(
-                f"{self.source}: {self.over} more images dropped, past {MAX_IMAGES} images or "
-                f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB of them in one output"))
-        if tail:
-            data = bytearray(data) if isinstance(data, bytes) else data
-            for piece in tail:
-                data += piece
-        return Cut(data, [p for p in self._images if p is not None], self.errors)
-
 
 class Rebuilt:
     """The output being rebuilt by an extractor: what is kept, copied into one buffer (no

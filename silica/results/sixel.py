@@ -30,6 +30,7 @@ from silica.images.payload import Extraction, ImagePayload
 from silica.results.escapes import (
     MAX_DECODED_BYTES,
     Cut,
+    Gathered,
     Output,
     find_escape,
     find_pair,
@@ -325,11 +326,14 @@ def extract_sixel(output: str | Output) -> Extraction:
 
 def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
     """``extract_sixel`` on output bytes, the text left as bytes (``Cut``): what the result
-    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``)."""
-    out: list[Output] = []
-    images: list[ImagePayload] = []
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``). What it keeps is bounded
+    as every extractor's is (``Gathered``): markers past 100 and images past the caps are
+    counted, not kept."""
+    gathered = _Sixels(errors)
+    out = gathered.out
     view, pos = memoryview(data), 0
     dcs = c1 = -2  # where the next ESC P and U+0090 are (-2: not looked for, -1: none left)
+    found = False
     while True:
         if dcs == -2 or 0 <= dcs < pos:
             dcs = find_escape(data, _DCS, pos, rare=1)
@@ -345,17 +349,18 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
             else:
                 c1 = find_pair(data, _DCS_C1, at + 1)
             continue
+        found = True
         out.append(seal(view[pos : m.start()]))
         end = _END.search(data, m.end())
         if end is None:
-            out.append(b"[sixel image dropped: unterminated at the end of the output]")
+            out.append(gathered.note("sixel image dropped: unterminated at the end of the output"))
             pos = len(data)
             break
         stop = end.start()
         if data[stop] == 0xC2 or data.startswith(b"\x1b\\", stop):  # U+009C, or ST
             pos = stop + 2
         else:  # another escape sequence begins: this one was cut off
-            out.append(b"[sixel image dropped: cut off by another escape sequence]")
+            out.append(gathered.note("sixel image dropped: cut off by another escape sequence"))
             pos = stop
             continue
         params = m.group(1).split(b";")
@@ -365,14 +370,18 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
             buf = io.BytesIO()
             image.save(buf, "PNG", compress_level=1)
         except SixelError as exc:
-            out.append(f"[sixel image dropped: {exc}]".encode())
+            out.append(gathered.note(f"sixel image dropped: {exc}"))
             continue
         except Exception as exc:  # noqa: BLE001 - a notice, never a crash
-            out.append(f"[sixel image dropped: {type(exc).__name__}]".encode())
+            out.append(gathered.note(f"sixel image dropped: {type(exc).__name__}"))
             continue
-        out.append(b"[sixel image]")
-        images.append(ImagePayload(buf.getvalue(), "image/png", "sixel"))
-    if not out:  # no sixel: the output as it was
+        if gathered.add_image(ImagePayload(buf.getvalue(), "image/png", "sixel")) >= 0:
+            out.append(b"[sixel image]")
+    if not found:  # no sixel: the output as it was
         return Cut(data, [], errors)
     out.append(view[pos:])
-    return Cut(b"".join(out), images, errors)
+    return gathered.result()
+
+
+class _Sixels(Gathered):
+    source = "sixel"
