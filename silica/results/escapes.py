@@ -22,7 +22,7 @@ import codecs
 import re
 from dataclasses import dataclass
 
-from silica.images.limits import DEFAULT_MAX_DECODED_BYTES
+from silica.images.limits import DEFAULT_MAX_DECODED_BYTES, DEFAULT_MAX_RESULT_DECODED_BYTES
 from silica.images.payload import Extraction, ImagePayload
 
 try:  # a faster decoder, used when it happens to be installed
@@ -41,6 +41,10 @@ MAX_BASE64_CHARS = 64 * 1024 * 1024
 # dropped and counted in one marker (a result sends far fewer: ``max_images_per_result``).
 MAX_IMAGES = 10_000
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
+# Decoding work (inflated bytes, pixels turned into PNG, sixel canvases) one output may cost
+# in all: the default budget of one result. Past it, an image that needs such work is dropped
+# undecoded, so a small hostile sequence repeated cannot cost its budget over and over.
+MAX_OUTPUT_DECODED_BYTES = DEFAULT_MAX_RESULT_DECODED_BYTES
 # Decompressed (``o=z``) data, or what raw pixels take to turn into PNG, above this is
 # dropped: the default decoding budget of one image (``ImageLimits.max_decoded_bytes``).
 MAX_DECODED_BYTES = DEFAULT_MAX_DECODED_BYTES
@@ -426,6 +430,25 @@ class Gathered:
         self._images: list[ImagePayload | None] = []
         self.kept_bytes = self.over = 0  # image bytes kept; images dropped past the caps
         self.marked = self.unmarked = 0
+        self.spent = 0  # decoding work, see MAX_OUTPUT_DECODED_BYTES
+
+    @property
+    def left(self) -> int:
+        """Decoding work this output may still cost, in bytes."""
+        return MAX_OUTPUT_DECODED_BYTES - self.spent
+
+    def spend(self, cost: int) -> None:
+        self.spent += max(0, cost)
+
+    @property
+    def full(self) -> bool:
+        """Whether no further image would be kept (``MAX_IMAGES``, or no budget left)."""
+        return len(self._images) >= MAX_IMAGES or self.left <= 0
+
+    def over_budget(self) -> str:
+        return (f"{self.source} image dropped: over the decoding budget of one output "
+                f"({MAX_OUTPUT_DECODED_BYTES // (1024 * 1024):,} MiB); send fewer or smaller "
+                "images")
 
     def note(self, text: str) -> bytes:
         """The marker saying ``text``; or, once ``max_markers`` were made, ``b""`` (counted)."""

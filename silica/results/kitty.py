@@ -157,12 +157,12 @@ class _Transfer:
             self.b64.fail("escape sequence cut off")
         self.b64.feed(data, start, end, decoded)
 
-    def image(self) -> tuple[bytes, None] | tuple[None, str]:
-        """The image's bytes as PNG, or why there are none (see ``_image``)."""
+    def image(self, convert) -> tuple[bytes, None] | tuple[None, str]:
+        """The image's bytes as PNG, or why there are none (``convert``: ``_Kitty.convert``)."""
         data = self.b64.finish()
         if data is None:
             return None, self.b64.error or "invalid base64"
-        return _image(self.keys, data)
+        return convert(self.keys, data)
 
 
 def _image(keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None, str]:
@@ -411,7 +411,7 @@ class _Kitty(StreamExtractor):
                 if read.plain:  # PNG, no id: kept as it came
                     self.add_image(ImagePayload(decoded, "image/png", "kitty"))
                 else:
-                    self.land(read.image_id, *_image(keys, decoded), None)
+                    self.land(read.image_id, *self.convert(keys, decoded), None)
                 return pos
         self.loading = _Transfer(keys, kind, self.slot(), self.errors)
         return self.ran(data, start, joined, pos, more, decoded, kind == "image")
@@ -511,7 +511,25 @@ class _Kitty(StreamExtractor):
             else:
                 self.fill(transfer.slot, marker)
             return
-        self.land(_int(transfer.keys.get("i")), *transfer.image(), transfer.slot)
+        self.land(_int(transfer.keys.get("i")), *transfer.image(self.convert), transfer.slot)
+
+    def convert(self, keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None, str]:
+        """``_image``, within the output's decoding budget: inflating and turning raw pixels
+        into PNG are work beyond the bytes sent, and are charged to it; once it is spent,
+        such an image is dropped undecoded."""
+        fmt, squeezed = keys.get("f", "32"), bool(keys.get("o"))
+        if fmt == "100" and not squeezed:  # a PNG as it was sent: no work
+            return _image(keys, data)
+        if self.left <= 0:
+            return None, self.over_budget().split(": ", 1)[1]
+        png, why = _image(keys, data)
+        width, height = _int(keys.get("s")), _int(keys.get("v"))
+        cost = _png_cost(width, height, 3 if fmt == "24" else 4) if width and height else 0
+        if fmt in ("24", "32") and cost <= MAX_DECODED_BYTES:  # else refused, undecoded
+            self.spend(cost)
+        elif png is not None:
+            self.spend(len(png))
+        return png, why
 
     def land(self, image_id: int | None, data: bytes | None, why: str | None,
              slot: int | None) -> None:

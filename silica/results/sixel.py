@@ -52,8 +52,8 @@ MAX_PIXELS = MAX_DECODED_BYTES // BYTES_PER_PIXEL
 under the default 192 MiB budget of one image)."""
 
 MAX_WORK = 2 * MAX_PIXELS
-"""Cells (a column of one band in one colour) painted per image; a legitimate image paints
-each pixel about once, so more is overdrawing meant to burn time."""
+"""Cells (a column of one band in one colour) painted per image (2 per pixel of the budget);
+a legitimate image paints each pixel about once, so more is overdrawing meant to burn time."""
 
 MAX_BODY = 64 * 1024 * 1024
 """Characters of sixel data past which a sequence is dropped unread."""
@@ -75,7 +75,10 @@ _VT340 = [  # the VT340's 16 default colours, in percent; register n starts as n
 
 
 class SixelError(ValueError):
-    """Why a sixel image cannot be had: a short reason, fit for a notice."""
+    """Why a sixel image cannot be had: a short reason, fit for a notice. ``cost``: the
+    decoding work spent before it was refused (bytes of the budget)."""
+
+    cost = 0
 
 
 def _percent(value: int) -> int:
@@ -222,8 +225,8 @@ class _Decoder:
         p_x, p_w, p_band = x[painted], width[painted], bands[painted]
         p_bits = arr[painted] - 63
         self.work += int(p_w.sum())
-        if self.work > MAX_WORK:
-            raise SixelError(f"over {MAX_WORK:,} cells painted (overdrawing)")
+        if self.work > 2 * self.canvas.max_pixels:
+            raise SixelError(f"over {2 * self.canvas.max_pixels:,} cells painted (overdrawing)")
         top = int(p_band.max())
         high = int(_ROWS[p_bits[p_band == top]].max())
         self.canvas.need(int((x + width)[six].max()), 6 * top + high)
@@ -250,6 +253,10 @@ class _Decoder:
             target = (rows[:, None] + k) * stride + cols[:, None]
             flat[target[mask]] = np.broadcast_to(colour[owner][:, None], mask.shape)[mask]
             lo = hi
+
+    def cost(self) -> int:
+        """The work done so far, in bytes of the budget: the canvas and the cells painted."""
+        return self.canvas.data.size * BYTES_PER_PIXEL + self.work * 2
 
     def image(self, transparent: bool) -> Image.Image:
         canvas, palette = self.canvas, np.asarray(self.palette, np.uint8)
@@ -301,9 +308,13 @@ def decode_sixel(body: bytes | bytearray, *, p2: int = 0, max_pixels: int = MAX_
     if stop - start > MAX_BODY:
         raise SixelError(f"over {MAX_BODY // (1024 * 1024)} MiB of sixel data")
     decoder = _Decoder(max_pixels)
-    for chunk in _chunks(body, start, stop):
-        decoder.chunk(chunk)
-    return decoder.image(transparent=p2 == 1)
+    try:
+        for chunk in _chunks(body, start, stop):
+            decoder.chunk(chunk)
+        return decoder.image(transparent=p2 == 1)
+    except SixelError as exc:
+        exc.cost = decoder.cost()  # the work done before it was refused
+        raise
 
 
 def extract_sixel(output: str | Output) -> Extraction:
@@ -365,11 +376,17 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
             continue
         params = m.group(1).split(b";")
         p2 = int(params[1]) if len(params) > 1 and params[1][:3].isdigit() else 0
+        if gathered.full:  # no decoding: it could not be kept
+            out.append(gathered.note(gathered.over_budget()))
+            continue
+        room = min(MAX_PIXELS, gathered.left // BYTES_PER_PIXEL)
         try:  # read in place: bytes past ASCII are no sixel data, whatever they decode to
-            image = decode_sixel(data, p2=p2, start=m.end(), stop=stop)
+            image = decode_sixel(data, p2=p2, start=m.end(), stop=stop, max_pixels=room)
+            gathered.spend(image.width * image.height * BYTES_PER_PIXEL)
             buf = io.BytesIO()
             image.save(buf, "PNG", compress_level=1)
         except SixelError as exc:
+            gathered.spend(exc.cost)
             out.append(gathered.note(f"sixel image dropped: {exc}"))
             continue
         except Exception as exc:  # noqa: BLE001 - a notice, never a crash
