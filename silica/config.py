@@ -329,6 +329,14 @@ class ServeSettings(_Section):
     # origins allowed to call the API from another page (none by default)
     cors_origins: list[str] = Field(default_factory=list)
     redis: str | None = Field(default=None, pattern=r"^rediss?://")
+    # seconds a client has to send a request's headers, and a body may pause
+    header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    body_timeout: float = Field(default=30.0, gt=0, le=3600)
+    # connections (and Socket.IO clients) that have not yet shown the token
+    max_pending_connections: int = Field(default=64, ge=1, le=_MAX_COUNT)
+    max_pending_socketio: int = Field(default=32, ge=1, le=_MAX_COUNT)
+    # bytes of JSON request bodies read into memory at once, across requests
+    max_body_memory: int = Field(default=256 * _MIB, ge=_MIB, le=64 * _GIB)
 
 
 class Settings(_Section):

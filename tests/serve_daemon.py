@@ -13,14 +13,14 @@
 ``start_daemon(home, env=..., args=(), cwd=None, token=None)`` runs ``python -m silica serve
 --port P`` (a free port) with ``SILICA_HOME=home`` and ``env`` on top of this environment
 (every provider's key, URL and host taken out first, so only ``env`` points anywhere), and
-returns once the daemon answers HTTP. The daemon gets ``token`` (default: a random one) in
-``$SILICA_SERVE_TOKEN``, as a user should give it; ``--token`` or ``--no-token`` in ``args``
-are passed as they are. ``Daemon``: ``url`` (``http://127.0.0.1:P``, no
-trailing slash), ``port``, ``home``, ``proc``, ``token``, ``start_line`` (what it printed),
-``headers`` (the ``Authorization`` header when there is a token), ``client()`` /
-``async_client()``, ``stderr()``, ``stop()`` (SIGTERM, then its exit code) and ``kill()``
-(SIGKILL). It is a context manager that stops the daemon; the daemon's stderr is printed
-when a test using it fails (pytest shows what a test printed).
+returns once the daemon answers HTTP (``fds=N``: with RLIMIT_NOFILE N). The daemon gets
+``token`` (default: a random one) in ``$SILICA_SERVE_TOKEN``, as a user should give it;
+``--token`` or ``--no-token`` in ``args`` are passed as they are. ``Daemon``: ``url``
+(``http://127.0.0.1:P``, no trailing slash), ``port``, ``home``, ``proc``, ``token``,
+``start_line`` (what it printed), ``headers`` (the ``Authorization`` header when there is a
+token), ``client()`` / ``async_client()``, ``stderr()``, ``stop()`` (SIGTERM, then its exit
+code) and ``kill()`` (SIGKILL). It is a context manager that stops the daemon; the daemon's
+stderr is printed when a test using it fails (pytest shows what a test printed).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import contextlib
 import http.client
 import json
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -150,8 +151,9 @@ def daemon_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
 
 def start_daemon(home: Path, *, env: dict[str, str] | None = None, args: Any = (),
                  cwd: Path | None = None, token: str | None = None,
-                 port: int | None = None) -> Daemon:
-    """Start ``silica serve`` and wait until it answers (see the module docstring)."""
+                 port: int | None = None, fds: int | None = None) -> Daemon:
+    """Start ``silica serve`` and wait until it answers (see the module docstring);
+    ``fds``: its limit of open file descriptors (RLIMIT_NOFILE)."""
     args, env = list(args), dict(env or {})
     if "--token" in args:
         token = args[args.index("--token") + 1]
@@ -166,7 +168,7 @@ def start_daemon(home: Path, *, env: dict[str, str] | None = None, args: Any = (
         proc = subprocess.Popen(
             [sys.executable, "-m", "silica", "serve", "--port", str(port), *args],
             cwd=cwd or home.parent, env=daemon_env(home, env), stdout=out, stderr=err,
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, preexec_fn=_fd_limit(fds) if fds else None)
     daemon = Daemon(home, port, proc, token, logs)
     try:
         wait_until_ready(daemon)
@@ -175,6 +177,12 @@ def start_daemon(home: Path, *, env: dict[str, str] | None = None, args: Any = (
         raise
     daemon.start_line = daemon.stdout().strip()
     return daemon
+
+
+def _fd_limit(fds: int):
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (fds, fds))
+    return limit
 
 
 def wait_until_ready(daemon: Daemon, timeout: float = START_TIMEOUT) -> None:

@@ -7,6 +7,7 @@ the daemon listens. A signal (SIGINT, SIGTERM) first interrupts the running turn
 call answered, the session saved, clients told with ``error`` and ``turn_end``), ends the
 event streams and Socket.IO connections, then lets uvicorn finish the requests left (at most
 ``GRACE`` seconds), and closes the MCP servers silica started; a second signal stops at once.
+Connections without the token are kept few and brief (``silica.serve.connections``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import uvicorn
 
 from silica.errors import SilicaError
 from silica.serve.app import ServeApp, create_app
+from silica.serve.connections import ACCEPT_BATCH, Doorkeeper
 from silica.serve.options import ServeOptions
 
 GRACE = 5  # seconds uvicorn waits for requests still open once stopping
@@ -55,10 +57,11 @@ def serve(options: ServeOptions, *, host: str, port: int,
     app = create_app(options)
     sock = bind(host, port)
     bound = sock.getsockname()[1]
+    door = Doorkeeper(options.token, options.settings.serve)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=GRACE, lifespan="on",
-                            server_header=False)
-    server = _Server(config, app)
+                            server_header=False, http=door.protocol(), backlog=ACCEPT_BATCH)
+    server = _Server(config, app, door)
     try:
         on_start(start_url(host, bound, options.token))
         asyncio.run(server.serve(sockets=[sock]))
@@ -75,10 +78,14 @@ class _Server(uvicorn.Server):
     by itself, and close Socket.IO connections before the last events reach them). A
     second signal stops at once."""
 
-    def __init__(self, config: uvicorn.Config, app: ServeApp) -> None:
+    def __init__(self, config: uvicorn.Config, app: ServeApp, door: Doorkeeper) -> None:
         super().__init__(config)
-        self.serve_app = app
+        self.serve_app, self.door = app, door
         self.stopping = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(self.door.exception_handler)
+        await super().startup(sockets)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.stopping:
