@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import sys
@@ -43,6 +42,7 @@ from silica.errors import SilicaError
 from silica.images.store import EXTENSIONS, ID_PATTERN
 from silica.serve import history as views
 from silica.serve.auth import Guard
+from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
 from silica.serve.options import ServeOptions
@@ -70,6 +70,8 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 _TRUE = {"1", "true", "yes", "on"}
+_SESSION_EXAMPLE = '{"agent": "...", "provider": "...", "model": "...", "workspace": "..."}'
+
 
 
 class ServeApp:
@@ -284,14 +286,7 @@ async def _json_body(request: Request, keys: tuple[str, ...]) -> dict:
     if kind != "application/json":
         raise ApiError(415, "unsupported_media_type", "send the body as application/json, "
                        f"an object with {', '.join(keys)} (all optional)")
-    try:
-        body = json.loads(bytes(chunks))
-    except (ValueError, RecursionError):
-        raise ApiError(400, "invalid_json", "the body is not valid JSON; send an object with "
-                       f"{', '.join(keys)} (all optional)") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", f"the body must be a JSON object with "
-                       f"{', '.join(keys)} (all optional)")
+    body = json_object(chunks, example=_SESSION_EXAMPLE)
     unknown = [k for k in body if k not in keys]
     if unknown:
         raise ApiError(400, "unknown_field", f"unknown field {str(unknown[0])[:100]!r}; "

@@ -6,10 +6,14 @@ and gets the ack ``{"ok": true}`` or ``{"error": {"code", "message"}}``. A joine
 room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline`` (see
 ``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A refused connect gets a
 ``connect_error`` with the message and the data ``{"code", "message"}``.
+
+A malformed packet (JSON nested too deeply, not an event list, a reserved event name)
+disconnects its client; it never reaches a handler or a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +21,12 @@ import socketio
 
 from silica.agent.sessions import SessionError, session_path
 from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_matches
+from silica.serve.bodies import JSON
 from silica.serve.bus import NAMESPACE, EventBus, room
 from silica.serve.errors import error_body
 from silica.serve.options import ServeOptions
+
+log = logging.getLogger("silica.serve")
 
 
 def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
@@ -30,12 +37,39 @@ def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
                               environ.get("wsgi.url_scheme", "http"),
                               options.settings.serve.cors_origins)
 
-    sio = socketio.AsyncServer(async_mode="asgi", client_manager=bus.client_manager(),
-                               cors_allowed_origins=allowed, logger=False,
-                               engineio_logger=False)
+    sio = Server(async_mode="asgi", client_manager=bus.client_manager(),
+                 cors_allowed_origins=allowed, logger=False, engineio_logger=False)
     sio.register_namespace(Events(options))
     bus.attach(sio)
     return sio
+
+
+class Server(socketio.AsyncServer):
+    """python-socketio's server reading packets as silica reads every client body
+    (``silica.serve.bodies``): a malformed one closes its connection with one log line,
+    not a traceback."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(json=JSON, **kwargs)
+
+    async def _handle_eio_message(self, eio_sid: str, data: Any) -> None:
+        try:
+            await super()._handle_eio_message(eio_sid, data)
+        except _MALFORMED as exc:
+            log.info("silica serve: a Socket.IO client sent a malformed packet (%s); "
+                     "disconnected it", type(exc).__name__)
+            await self.eio.disconnect(eio_sid)
+
+    async def _handle_event(self, eio_sid: str, namespace: str | None, id: Any,
+                            data: Any) -> None:
+        if not (isinstance(data, list) and data and isinstance(data[0], str)) \
+                or data[0] in _RESERVED:
+            raise ValueError("an event is a list: [name, argument]")
+        await super()._handle_event(eio_sid, namespace, id, data)
+
+
+_MALFORMED = (ValueError, TypeError, LookupError, AttributeError, RecursionError)
+_RESERVED = frozenset({"connect", "connect_error", "disconnect", "__disconnect_final"})
 
 
 class Events(socketio.AsyncNamespace):
@@ -61,6 +95,11 @@ class Events(socketio.AsyncNamespace):
         if not token_matches(self.options.token, given):
             raise _refused("unauthorized", "this daemon needs its token: connect with "
                            'auth={"token": "<token>"}')
+
+    async def trigger_event(self, event: str, *args: Any) -> Any:
+        if event in ("join", "leave") and len(args) > 2:  # (sid, data): one argument
+            return error_body(f"invalid_{event}", f'emit "{event}" with one object')
+        return await super().trigger_event(event, *args)
 
     async def on_join(self, sid: str, data: Any = None) -> dict:
         if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):

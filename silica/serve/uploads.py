@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-import json
 import re
 import tempfile
 import weakref
@@ -60,6 +59,8 @@ from silica.errors import SilicaError
 from silica.images.fetch import FetchError, fetch_image, shown_url
 from silica.images.intake import ImageRefused, display_name, prepare_upload
 from silica.security.text import safe_text
+from silica.serve.bodies import json_object
+from silica.serve.errors import ApiError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -85,6 +86,7 @@ _DATA_KEYS = frozenset({"data", "mime", "name"})
 _URL_KEYS = frozenset({"url", "name"})
 _DATA_URL = re.compile(r"^data:([^,;]*)((?:;[^,;]*)*);base64,", re.IGNORECASE)
 _SPACE = re.compile(r"\s")
+_JSON_EXAMPLE = '{"message": "...", "images": [...]}'
 
 
 @dataclass
@@ -209,16 +211,8 @@ async def _read_json(request: Request, caps: _Caps,
                 body.write(chunk)
         try:
             doc = await asyncio.to_thread(_parse_json, body)
-        except UnicodeDecodeError:
-            raise UploadRefused(400, "invalid_text", (
-                "the JSON body is not valid UTF-8 text; encode it as UTF-8")) from None
-        except ValueError as exc:
-            raise UploadRefused(400, "invalid_json", (
-                f"the body is not valid JSON ({safe_text(str(exc))}); send a JSON object "
-                'like {"message": "...", "images": [...]}')) from None
-    if not isinstance(doc, dict):
-        raise UploadRefused(400, "invalid_json", (
-            'the JSON body must be an object like {"message": "...", "images": [...]}'))
+        except ApiError as exc:
+            raise UploadRefused(exc.status, exc.code, exc.message) from None
     for key in doc:
         if key not in _JSON_KEYS:
             raise _unknown(key, "message, images and workspace")
@@ -236,9 +230,9 @@ async def _read_json(request: Request, caps: _Caps,
     return text, workspace
 
 
-def _parse_json(body: IO[bytes]) -> Any:
+def _parse_json(body: IO[bytes]) -> dict:
     body.seek(0)
-    return json.loads(body.read())
+    return json_object(body.read(), example=_JSON_EXAMPLE)
 
 
 def _json_image(item: Any, index: int, caps: _Caps) -> _Sent:
