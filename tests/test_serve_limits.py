@@ -4,12 +4,13 @@ JSON bodies sent at once. A real daemon in a child process, real sockets on loop
 
 from __future__ import annotations
 
-import http.client
+import asyncio
+import json
 import socket
+import time
 
 import httpx2
-import pytest
-from serve_daemon import start_daemon
+from serve_daemon import SioListener, start_daemon
 
 TOKEN = "a-long-test-token-0123456789"
 WAIT = 60.0  # seconds a test waits for what must happen (never asserted as a time)
@@ -107,13 +108,53 @@ def test_slow_headers_and_slow_bodies_are_closed(tmp_path):
 def test_a_request_without_the_token_does_not_keep_its_connection(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    with start_daemon(home, token=TOKEN, cwd=tmp_path) as daemon:
-        conn = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=WAIT)
-        conn.request("GET", "/sessions")
-        answer = conn.getresponse()
-        answer.read()
-        assert answer.status == 401
-        with pytest.raises(OSError):  # closed after the answer: a second request gets none
-            conn.request("GET", "/sessions")
-            conn.getresponse()
-        conn.close()
+    with start_daemon(home, token=TOKEN, cwd=tmp_path) as daemon, \
+            socket.create_connection(("127.0.0.1", daemon.port)) as sock:
+        request = b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        sock.sendall(request * 2)  # two requests at once, on one connection
+        sock.settimeout(WAIT)
+        answers = b""
+        while chunk := sock.recv(65536):  # until the daemon closes it
+            answers += chunk
+        assert answers.startswith(b"HTTP/1.1 401 ")
+        assert answers.count(b"HTTP/1.1 ") == 1  # the second is not answered
+        assert b"connection: close" in answers.lower()
+
+
+def engineio_open(http: httpx2.Client) -> str:
+    """A Socket.IO handshake without the token (Engine.IO polling): its session id."""
+    answer = http.get("/socket.io/", params={"EIO": "4", "transport": "polling"})
+    assert answer.status_code == 200, answer.text
+    return json.loads(answer.text[1:])["sid"]
+
+
+def engineio_alive(http: httpx2.Client, sid: str) -> bool:
+    """Whether the daemon still holds the Engine.IO session ``sid`` (a pong is taken)."""
+    answer = http.post("/socket.io/", params={"EIO": "4", "transport": "polling",
+                                              "sid": sid}, content=b"3")
+    return answer.status_code == 200
+
+
+def test_socketio_handshakes_without_the_token_are_few_and_brief(tmp_path):
+    home = tmp_path / "home"
+    config(home, max_pending_socketio=4, header_timeout=2)
+    with start_daemon(home, token=TOKEN, cwd=tmp_path) as daemon, \
+            httpx2.Client(base_url=daemon.url, timeout=WAIT) as anonymous:
+        opened = [engineio_open(anonymous) for _ in range(20)]
+        alive = [sid for sid in opened if engineio_alive(anonymous, sid)]
+        assert len(alive) <= 4
+        with daemon.client() as http:
+            sid = http.post("/sessions", json={}).json()["session_id"]
+
+        async def join() -> object:  # a client with the token still gets in
+            async with SioListener(daemon, sid) as listener:
+                return listener.joined
+
+        assert asyncio.run(join())["ok"] is True
+        last = engineio_open(anonymous)
+        for _ in range(int(WAIT / 0.5)):  # and one that never connects is let go
+            if not engineio_alive(anonymous, last):
+                break
+            time.sleep(0.5)
+        assert not engineio_alive(anonymous, last)
+    assert "Traceback" not in daemon.stderr()

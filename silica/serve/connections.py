@@ -172,6 +172,8 @@ class GuardedH11Protocol(H11Protocol):
                 self.door.settled(self)
             else:  # answered, then closed: a refused client does not keep the socket
                 self.cycle.keep_alive = False
+                # uvicorn then says so (Connection: close), so no client reuses it
+                self.scope["headers"].append((b"connection", b"close"))
         state = self.conn.their_state
         phase = "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
         if phase != self._phase:
