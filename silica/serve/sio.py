@@ -7,19 +7,28 @@ room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline``
 ``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A refused connect gets a
 ``connect_error`` with the message and the data ``{"code", "message"}``.
 
+Before the token is checked a client costs little and not for long: at most ``[serve]
+max_pending_socketio`` Engine.IO sessions may be open without a connected ``/events``
+(a new one disconnects the oldest), each for at most ``[serve] header_timeout`` seconds.
+
 A malformed packet (JSON nested too deeply, not an event list, a reserved event name)
 disconnects its client; it never reaches a handler or a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
+import engineio
 import socketio
 
 from silica.agent.sessions import SessionError, session_path
+from silica.security.text import safe_text
 from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_matches
 from silica.serve.bodies import JSON
 from silica.serve.bus import NAMESPACE, EventBus, room
@@ -37,20 +46,58 @@ def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
                               environ.get("wsgi.url_scheme", "http"),
                               options.settings.serve.cors_origins)
 
+    serve = options.settings.serve
     sio = Server(async_mode="asgi", client_manager=bus.client_manager(),
-                 cors_allowed_origins=allowed, logger=False, engineio_logger=False)
+                 cors_allowed_origins=allowed, logger=False, engineio_logger=OneLine(log),
+                 max_pending=serve.max_pending_socketio, timeout=serve.header_timeout)
     sio.register_namespace(Events(options))
     bus.attach(sio)
     return sio
 
 
 class Server(socketio.AsyncServer):
-    """python-socketio's server reading packets as silica reads every client body
-    (``silica.serve.bodies``): a malformed one closes its connection with one log line,
-    not a traceback."""
+    """python-socketio's server with two rules added: packets are read as silica reads
+    every client body (``silica.serve.bodies``), and a malformed one closes its connection
+    with one log line, not a traceback; clients that have not connected to ``/events`` with
+    the token are few (``max_pending``: a new one disconnects the oldest) and brief
+    (disconnected after ``timeout`` seconds)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, max_pending: int, timeout: float, **kwargs: Any) -> None:
         super().__init__(json=JSON, **kwargs)
+        self.max_pending, self.handshake_timeout = max_pending, timeout
+        self.pending: collections.OrderedDict[str, asyncio.TimerHandle] = \
+            collections.OrderedDict()
+
+    async def _handle_eio_connect(self, eio_sid: str, environ: dict) -> Any:
+        while len(self.pending) >= self.max_pending:
+            oldest, timer = self.pending.popitem(last=False)
+            timer.cancel()
+            _spawn(self.eio.disconnect(oldest))
+        self.pending[eio_sid] = asyncio.get_running_loop().call_later(
+            self.handshake_timeout, self._expired, eio_sid)
+        return await super()._handle_eio_connect(eio_sid, environ)
+
+    def _expired(self, eio_sid: str) -> None:
+        if self.pending.pop(eio_sid, None) is not None:
+            _spawn(self.eio.disconnect(eio_sid))
+
+    def _settled(self, eio_sid: str) -> None:
+        timer = self.pending.pop(eio_sid, None)
+        if timer is not None:
+            timer.cancel()
+
+    async def _handle_connect(self, eio_sid: str, namespace: str | None, data: Any) -> None:
+        await super()._handle_connect(eio_sid, namespace, data)
+        sid = self.manager.sid_from_eio_sid(eio_sid, namespace or "/")
+        if sid is not None and self.manager.is_connected(sid, namespace or "/"):
+            self._settled(eio_sid)  # connected: the token was shown (or none is needed)
+
+    async def _handle_eio_disconnect(self, eio_sid: str, reason: Any = None) -> None:
+        self._settled(eio_sid)
+        await super()._handle_eio_disconnect(eio_sid, reason)
+
+    def _engineio_server_class(self) -> type[engineio.AsyncServer]:
+        return EngineIO
 
     async def _handle_eio_message(self, eio_sid: str, data: Any) -> None:
         try:
@@ -68,8 +115,44 @@ class Server(socketio.AsyncServer):
         await super()._handle_event(eio_sid, namespace, id, data)
 
 
+class OneLine(logging.LoggerAdapter):
+    """python-engineio's log with no tracebacks: a client's bad packet or payload (bytes
+    that are not UTF-8, a packet type it may not send) is one line naming the error."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, {})
+
+    def exception(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        exc = sys.exc_info()[1]
+        text = str(msg) % args if args else str(msg)
+        self.warning("Socket.IO: %s (%s: %s)", text, type(exc).__name__,
+                     safe_text(str(exc))[:200])
+
+
+class EngineIO(engineio.AsyncServer):
+    """python-engineio's server, disconnecting without waiting for the client: its own
+    ``disconnect`` waits until a polling client fetches the close, which one that never
+    polls never does, and the session and the request that asked stay meanwhile (a bad
+    packet from such a client would hang its request for good)."""
+
+    async def disconnect(self, sid: str | None = None) -> None:
+        for one in [sid] if sid is not None else list(self.sockets):
+            socket = self.sockets.pop(one, None)
+            if socket is None:
+                continue
+            await socket.close(wait=False)  # the client is told; disconnect handlers run
+            await socket.queue.put(None)  # a WebSocket's writer then ends and closes it
+
+
 _MALFORMED = (ValueError, TypeError, LookupError, AttributeError, RecursionError)
 _RESERVED = frozenset({"connect", "connect_error", "disconnect", "__disconnect_final"})
+_KEEP: set[asyncio.Task] = set()
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _KEEP.add(task)
+    task.add_done_callback(_KEEP.discard)
 
 
 class Events(socketio.AsyncNamespace):
