@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 
 import httpx2
@@ -157,4 +158,50 @@ def test_socketio_handshakes_without_the_token_are_few_and_brief(tmp_path):
                 break
             time.sleep(0.5)
         assert not engineio_alive(anonymous, last)
+    assert "Traceback" not in daemon.stderr()
+
+
+def vm_hwm(pid: int) -> int:
+    """The peak resident memory of process ``pid`` so far, in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_large_json_bodies_sent_at_once_are_read_within_a_budget(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    # ten images of almost 10 MB each, base64: a body of about 140 MB, under the cap
+    image = {"data": "A" * 13_900_000, "mime": "image/png"}
+    body = json.dumps({"message": "look", "images": [image] * 10}).encode()
+    with start_daemon(home, token=TOKEN, cwd=tmp_path) as daemon:
+        with daemon.client() as http:
+            sids = [http.post("/sessions", json={}).json()["session_id"] for _ in range(4)]
+        before = vm_hwm(daemon.proc.pid)
+        answers: list[tuple[int, dict]] = []
+
+        def send(sid: str) -> None:
+            with httpx2.Client(base_url=daemon.url, headers=daemon.headers,
+                               timeout=300) as client:
+                answer = client.post(f"/sessions/{sid}/messages", content=body,
+                                     headers={"Content-Type": "application/json"})
+                answers.append((answer.status_code, answer.json()))
+
+        threads = [threading.Thread(target=send, args=(sid,)) for sid in sids]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        peak = vm_hwm(daemon.proc.pid)
+        print(f"VmHWM {before / 1e6:.0f} MB before, {peak / 1e6:.0f} MB after four "
+              f"{len(body) / 1e6:.0f} MB bodies: {sorted(s for s, _ in answers)}")
+        assert len(answers) == 4
+        for status, answer in answers:  # zeros are no image: each is read, or told to wait
+            assert status in (422, 503), answer
+            if status == 503:
+                assert "multipart/form-data" in answer["error"]["message"]
+        assert any(status == 422 for status, _ in answers)
+        assert peak - before < 4 * len(body)  # one body parsed at a time, not four
     assert "Traceback" not in daemon.stderr()

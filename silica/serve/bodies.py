@@ -1,8 +1,11 @@
 """JSON a client sent, read one way: every route that takes a JSON body and every Socket.IO
 event payload goes through ``json_object`` (or ``JSON``, the same rules as a ``json``
 module for python-socketio), so malformed input is a 400 everywhere and never a traceback.
+Large bodies are read into memory only within one budget shared by all requests.
 
     body = json_object(raw, example='{"message": "..."}')   # a dict, or ApiError (400)
+    with budget.hold(size):                                  # or ApiError (413, 503)
+        ...read and parse the body...
 
 Malformed means: not UTF-8 (``invalid_text``), not JSON, nested too deeply, integers too
 long to convert, or not an object (``invalid_json``). What the fields must hold is the route's
@@ -11,7 +14,9 @@ business; it answers ``invalid_field`` the same way.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from silica.security.text import safe_text
@@ -68,3 +73,34 @@ class JSON:
     loads = staticmethod(parse)
     dumps = staticmethod(json.dumps)
     JSONDecodeError = MalformedJson
+
+
+class BodyBudget:
+    """Bytes of request bodies read into memory at once, across all requests (``[serve]
+    max_body_memory``). Parsing a JSON body takes about three times its size, so this
+    bounds the memory large bodies can take whatever many arrive together; a body that
+    does not fit now is refused at once (503) rather than queued, since its sender can
+    retry or stream its images instead."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.used = total, 0
+
+    @contextlib.contextmanager
+    def hold(self, size: int) -> Iterator[None]:
+        """``size`` bytes of the budget while the block runs; ``ApiError`` 413 if a body
+        of ``size`` could never fit, 503 if it does not fit while others are read."""
+        if size > self.total:
+            raise ApiError(413, "body_too_large", (
+                f"the JSON body is {size:,} bytes, more than this daemon reads into memory "
+                f"at once ([serve] max_body_memory, {self.total:,}); send the images as "
+                "multipart/form-data (streamed to disk), or raise max_body_memory"))
+        if self.used + size > self.total:
+            raise ApiError(503, "busy", (
+                f"the daemon is reading other large bodies ({self.used:,} of {self.total:,} "
+                "bytes of [serve] max_body_memory in use); retry in a few seconds, or send "
+                "the images as multipart/form-data, which is streamed to disk"))
+        self.used += size
+        try:
+            yield
+        finally:
+            self.used -= size

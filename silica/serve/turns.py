@@ -42,6 +42,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.images.store import StoreError, extension
 from silica.providers.base import ProviderError
+from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
 from silica.serve.errors import ApiError, no_session, turn_running
 from silica.serve.events import Pump, agent_events, image_item
@@ -87,6 +88,7 @@ class TurnRunner:
         self.home = options.home
         self.slots: collections.OrderedDict[str, Slot] = collections.OrderedDict()
         self.tasks: set[asyncio.Task] = set()
+        self.bodies = BodyBudget(options.settings.serve.max_body_memory)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -180,7 +182,8 @@ class TurnRunner:
             _catch_up(agent)
             incoming = await read_message(request, settings=agent.settings,
                                           limits=agent.info.limits,
-                                          stored_images=count_images(self.home, session_id))
+                                          stored_images=count_images(self.home, session_id),
+                                          budget=self.bodies)
             if incoming.workspace is not None:
                 self._use_workspace(agent, check_workspace(
                     incoming.workspace, self.options.workspaces,

@@ -10,7 +10,8 @@ Two bodies are taken:
 - JSON: ``{"message": str, "images": [{"data": base64, "mime"?, "name"?} | {"url": str,
   "name"?}], "workspace"?: str}``. ``data`` may also be a ``data:`` URL. The body is read up
   to a cap (``max_per_message`` base64 images of ``max_size_bytes``, the text, some slack),
-  into a temporary file: a body cut off at the cap never sits in memory.
+  into a temporary file: a body cut off at the cap never sits in memory. It is parsed only
+  within the daemon's ``BodyBudget`` (413 ``body_too_large``, 503 ``busy`` otherwise).
 - ``multipart/form-data``: a ``message`` field, ``images[]`` file parts, an optional
   ``workspace``. The body is parsed as it streams in (python-multipart's parser, never a
   spooled ``form()``): an image part is refused the moment it passes ``max_size_bytes``, an
@@ -35,6 +36,7 @@ nothing is stored and the session is unchanged:
     415     unsupported_media_type (the body is neither JSON nor multipart/form-data)
     422     too_many_images, session_image_limit, invalid_image, image_url_refused,
             image_fetch_failed
+    503     busy (other large JSON bodies fill the budget; retry, or send multipart)
     ======  ==========================================================================
 """
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import contextlib
 import re
 import tempfile
 import weakref
@@ -59,7 +62,7 @@ from silica.errors import SilicaError
 from silica.images.fetch import FetchError, fetch_image, shown_url
 from silica.images.intake import ImageRefused, display_name, prepare_upload
 from silica.security.text import safe_text
-from silica.serve.bodies import json_object
+from silica.serve.bodies import BodyBudget, json_object
 from silica.serve.errors import ApiError
 
 if TYPE_CHECKING:
@@ -159,19 +162,21 @@ class _Caps:
 
 
 async def read_message(request: Request, *, settings: Settings, limits: ImageLimits,
-                       stored_images: int = 0) -> Incoming:
+                       stored_images: int = 0, budget: BodyBudget | None = None) -> Incoming:
     """The message in ``request``'s body with its images checked and fitted to ``limits``,
     or ``UploadRefused`` (see the module docstring); ``stored_images``: images the session
-    holds already. Nothing is returned until every image is good."""
+    holds already; ``budget``: the memory a JSON body may be read into, held until its
+    images are checked. Nothing is returned until every image is good."""
     images_settings = settings.images
     caps = _Caps(images_settings.max_per_message,
                  images_settings.max_per_session - stored_images, stored_images,
                  images_settings.max_per_session, images_settings.max_size_bytes)
     kind, options = parse_options_header(request.headers.get("content-type", ""))
     sent: list[_Sent] = []
+    held = contextlib.ExitStack()
     try:
         if kind == b"application/json":
-            text, workspace = await _read_json(request, caps, sent)
+            text, workspace = await _read_json(request, caps, sent, held, budget)
         elif kind == b"multipart/form-data":
             boundary = options.get(b"boundary")
             if not boundary:
@@ -194,14 +199,16 @@ async def read_message(request: Request, *, settings: Settings, limits: ImageLim
     finally:
         for item in sent:
             item.close()
+        held.close()
     return Incoming(text, images, workspace)
 
 
 # -- JSON ---------------------------------------------------------------------------------
 
 
-async def _read_json(request: Request, caps: _Caps,
-                     sent: list[_Sent]) -> tuple[str | None, str | None]:
+async def _read_json(request: Request, caps: _Caps, sent: list[_Sent],
+                     held: contextlib.ExitStack,
+                     budget: BodyBudget | None) -> tuple[str | None, str | None]:
     cap = caps.per_message * (4 * -(-caps.image_bytes // 3) + _PER_IMAGE) \
         + 6 * MAX_TEXT_BYTES + _SLACK  # \uXXXX escapes: up to 6 bytes a character
     # Spooled, so a body cut off at the cap never sat in memory; read back only to parse.
@@ -209,6 +216,8 @@ async def _read_json(request: Request, caps: _Caps,
         async with aclosing(_body(request, cap)) as chunks:
             async for chunk in chunks:
                 body.write(chunk)
+        if budget is not None:  # read back, parsed and held as text until the end
+            held.enter_context(budget.hold(body.tell()))
         try:
             doc = await asyncio.to_thread(_parse_json, body)
         except ApiError as exc:
