@@ -53,6 +53,14 @@ def cookie_token(header: str) -> str | None:
     return morsel.value if morsel else None
 
 
+def login_token(scope: dict) -> str | None:
+    """The token of the start link (``GET /?token=T``); ``None`` for any other request."""
+    if scope.get("path") != "/" or scope.get("method") not in ("GET", "HEAD"):
+        return None
+    given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+    return given[0] if given else None
+
+
 def host_allowed(host_header: str, loopback: bool) -> bool:
     """Whether a request naming ``host_header`` may be answered (see the module docstring)."""
     if not loopback:
@@ -119,10 +127,9 @@ class Guard:
             return None
         if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
             return None  # a CORS preflight carries no credentials; CORSMiddleware answers it
-        if path == "/" and scope.get("method") in ("GET", "HEAD"):
-            given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
-            if given and token_matches(self.token, given[0]):
-                return self._login()
+        given = login_token(scope)
+        if given is not None and token_matches(self.token, given):
+            return self._login()
         if token_matches(self.token, token_from(headers)):
             return None
         return error_response(401, "unauthorized", (

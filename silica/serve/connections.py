@@ -33,12 +33,11 @@ import logging
 import resource
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from silica.serve.auth import token_from, token_matches
+from silica.serve.auth import login_token, token_from, token_matches
 
 if TYPE_CHECKING:
     from silica.config import ServeSettings
@@ -85,12 +84,8 @@ class Doorkeeper:
             return True
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", ())}
-        if token_matches(self.token, token_from(headers)):
-            return True
-        if scope.get("path") == "/":
-            given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
-            return bool(given) and token_matches(self.token, given[0])
-        return False
+        return token_matches(self.token, token_from(headers)) \
+            or token_matches(self.token, login_token(scope) or "")
 
     def exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         """The loop's exception handler: ``EMFILE`` on accept is one short line."""
@@ -102,7 +97,7 @@ class Doorkeeper:
             self._warned = now
             exc = context.get("exception")
             reason = getattr(exc, "strerror", None) or "out of resources"
-            log.warning("silica serve: cannot accept connections (%s); %d pending, %d "
+            log.warning("cannot accept connections (%s); %d pending, %d "
                         "allowed. Raise the limit (ulimit -n) or lower [serve] "
                         "max_pending_connections", reason, len(self.pending),
                         self.max_pending)
@@ -195,9 +190,10 @@ class GuardedH11Protocol(H11Protocol):
 
     def _expired(self) -> None:
         self._timer = None
-        if self._phase == "body" and self.flow.read_paused:
+        if self._phase == "body" and (self.flow.read_paused
+                                      or self.cycle.waiting_for_100_continue):
             self._arm("body")  # the daemon is not reading yet: not the client's pause
             return
-        log.info("silica serve: closed a connection that sent no complete %s in time",
+        log.info("closed a connection that sent no complete %s in time",
                  "request headers" if self._phase == "headers" else "body")
         self.refuse()
