@@ -205,3 +205,28 @@ def test_large_json_bodies_sent_at_once_are_read_within_a_budget(tmp_path):
         assert any(status == 422 for status, _ in answers)
         assert peak - before < 4 * len(body)  # one body parsed at a time, not four
     assert "Traceback" not in daemon.stderr()
+
+
+def test_running_out_of_file_descriptors_is_one_line_and_passes(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    with start_daemon(home, token=TOKEN, cwd=tmp_path, fds=256) as daemon:
+        with daemon.client() as http:
+            sid = http.post("/sessions", json={}).json()["session_id"]
+        request = (f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"Authorization: Bearer {TOKEN}\r\n\r\n").encode()
+        streams = []  # event streams with the token: kept open, until none can be accepted
+        try:
+            for _ in range(300):
+                sock = socket.create_connection(("127.0.0.1", daemon.port))
+                sock.sendall(request)
+                streams.append(sock)
+        finally:
+            for sock in streams:
+                sock.close()
+        with daemon.client(timeout=WAIT) as http:  # once they are gone, it answers again
+            assert http.get("/sessions").status_code == 200
+        assert daemon.stop() == 0
+    err = daemon.stderr()
+    assert "Traceback" not in err
+    assert err.count("cannot accept connections") == 1, err
