@@ -177,3 +177,39 @@ def test_no_body_gets_a_5xx(app, body, kind, route, caplog):
     if answer.status_code >= 400:
         assert set(answer.json()["error"]) >= {"code", "message"}
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def _packets() -> st.SearchStrategy[str]:
+    """Socket.IO packets as a client could send them: well-formed events with arbitrary
+    arguments, packets cut or mangled, and text of any kind."""
+    values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                          lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                          max_leaves=8)
+    names = st.sampled_from(["join", "leave", "connect", "disconnect", "x"]) | st.text(max_size=5)
+    events = st.tuples(st.sampled_from(["2", "3", "5", "6"]), st.integers(0, 30) | st.none(),
+                       names, st.lists(values, max_size=3)).map(
+        lambda t: f"{t[0]}/events,{'' if t[1] is None else t[1]}"
+                  + json.dumps([t[2], *t[3]]))
+    deep = st.integers(900, 3000).map(lambda n: '2/events,["join",' + "[" * n + "]" * n + "]")
+    mangled = st.tuples(events, st.integers(0, 40), st.text(max_size=4)).map(
+        lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])
+    return events | deep | mangled | st.text(max_size=60)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(packet=_packets())
+def test_no_socketio_packet_gets_a_5xx_or_a_traceback(app, packet, caplog):
+    polling = {"EIO": "4", "transport": "polling"}
+    opened = app.run(app.client.get("/socket.io/", params=polling))
+    eio = json.loads(opened.text[1:])["sid"]
+    query = {**polling, "sid": eio}
+    connected = app.run(app.client.post("/socket.io/", params=query, content=b"40/events,"))
+    assert connected.status_code == 200
+    answer = app.run(app.client.post("/socket.io/", params=query,
+                                     content=("4" + packet).encode()))
+    assert answer.status_code < 500, (packet[:80], answer.text)
+    app.run(asyncio.sleep(0.01))  # the event's handler runs as a task of its own
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    app.run(app.app.sio.eio.disconnect(eio))
