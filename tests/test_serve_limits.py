@@ -215,12 +215,16 @@ def test_running_out_of_file_descriptors_is_one_line_and_passes(tmp_path):
             sid = http.post("/sessions", json={}).json()["session_id"]
         request = (f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                    f"Authorization: Bearer {TOKEN}\r\n\r\n").encode()
-        streams = []  # event streams with the token: kept open, until none can be accepted
+        streams = []  # event streams with the token, one after another, until one waits
         try:
             for _ in range(300):
-                sock = socket.create_connection(("127.0.0.1", daemon.port))
-                sock.sendall(request)
+                sock = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
                 streams.append(sock)
+                sock.sendall(request)
+                try:
+                    assert sock.recv(100).startswith(b"HTTP/1.1 200 ")
+                except TimeoutError:  # not accepted: the daemon has no descriptor left
+                    break
         finally:
             for sock in streams:
                 sock.close()

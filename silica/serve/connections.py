@@ -9,9 +9,9 @@ Each connection is served by uvicorn's own HTTP protocol (h11) with three rules 
 - A connection is *pending* until one of its requests carries the token (any complete
   request, when the daemon has none). At most ``[serve] max_pending_connections`` are
   pending (fewer when the file-descriptor limit is low); a new connection past that closes
-  the oldest pending one instead of waiting behind it, so a flood of connections that never
-  finish their headers cannot keep a client with the token out. A request without the
-  token is answered and its connection closed (no keep-alive).
+  the oldest pending one that has had its turn to send (it was read from, or is ``GRACE``
+  old), so a flood of connections that never finish their headers cannot keep a client
+  with the token out. A request without the token is answered with ``Connection: close``.
 - Headers must be complete within ``[serve] header_timeout`` seconds of the connection (or
   of the previous answer); a body may pause at most ``[serve] body_timeout`` seconds while
   the daemon waits for it. Past either, the connection is closed.
@@ -44,8 +44,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("silica.serve")
 
-ACCEPT_BATCH = 64
+ACCEPT_BATCH = 16
 """Connections accepted at once (uvicorn's ``backlog``: also the kernel's accept queue)."""
+
+GRACE = 0.25
+"""Seconds a new connection is not closed to make room unless it has been read from: its
+request may be waiting in the kernel, unread yet because the daemon is busy accepting."""
 
 WARN_EVERY = 60.0  # seconds between two "out of file descriptors" lines
 _OUT_OF_FDS = "socket.accept() out of system resource"
@@ -67,10 +71,17 @@ class Doorkeeper:
         return type("GuardedH11Protocol", (GuardedH11Protocol,), {"door": self})
 
     def admit(self, conn: Any) -> None:
-        """A new connection: pending, after closing the oldest pending ones if full."""
+        """A new connection: pending, after closing the oldest pending one that has had
+        its turn to send (``GuardedH11Protocol.had_its_turn``) if full. If none has, the
+        new one is closed: every pending connection arrived within ``GRACE``."""
         while len(self.pending) >= self.max_pending:
-            oldest, _ = self.pending.popitem(last=False)
-            oldest.refuse()
+            now = time.monotonic()
+            victim = next((c for c in self.pending if c.had_its_turn(now)), None)
+            if victim is None:
+                conn.refuse()
+                return
+            del self.pending[victim]
+            victim.refuse()
         self.pending[conn] = None
 
     def settled(self, conn: Any) -> None:
@@ -119,6 +130,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._born, self._heard = time.monotonic(), False
         self._phase: str | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._seen: Any = None
@@ -131,6 +143,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._heard = True
         if self._phase == "body":  # an idle timeout: every chunk restarts it
             self._arm("body")
         super().data_received(data)
@@ -142,6 +155,11 @@ class GuardedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._settle()
+
+    def had_its_turn(self, now: float) -> bool:
+        """Whether the daemon has read what this connection sent (and its headers are
+        still not complete), or it has been open ``GRACE`` seconds."""
+        return self._heard or now - self._born >= GRACE
 
     def refuse(self) -> None:
         """Close at once: room for a newer connection, or a timeout."""
