@@ -10,8 +10,9 @@ Each connection is served by uvicorn's own HTTP protocol (h11) with three rules 
   request, when the daemon has none). At most ``[serve] max_pending_connections`` are
   pending (fewer when the file-descriptor limit is low); a new connection past that closes
   the oldest pending one that has had its turn to send (it was read from, or is ``GRACE``
-  old), so a flood of connections that never finish their headers cannot keep a client
-  with the token out. A request without the token is answered with ``Connection: close``.
+  old; failing that, the oldest), so a flood of connections that never finish their
+  headers cannot keep a client with the token out. A request without the token is
+  answered with ``Connection: close``.
 - Headers must be complete within ``[serve] header_timeout`` seconds of the connection (or
   of the previous answer); a body may pause at most ``[serve] body_timeout`` seconds while
   the daemon waits for it. Past either, the connection is closed.
@@ -72,14 +73,13 @@ class Doorkeeper:
 
     def admit(self, conn: Any) -> None:
         """A new connection: pending, after closing the oldest pending one that has had
-        its turn to send (``GuardedH11Protocol.had_its_turn``) if full. If none has, the
-        new one is closed: every pending connection arrived within ``GRACE``."""
+        its turn to send (``GuardedH11Protocol.had_its_turn``; failing that, the oldest)
+        if full. Since fewer than ``max_pending`` are accepted at once, a connection is
+        read from before that many newer ones arrive."""
         while len(self.pending) >= self.max_pending:
             now = time.monotonic()
-            victim = next((c for c in self.pending if c.had_its_turn(now)), None)
-            if victim is None:
-                conn.refuse()
-                return
+            victim = next((c for c in self.pending if c.had_its_turn(now)),
+                          next(iter(self.pending)))
             del self.pending[victim]
             victim.refuse()
         self.pending[conn] = None
@@ -120,7 +120,7 @@ def fd_share() -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1 << 20
-    return max(8, soft // 4)
+    return max(2 * ACCEPT_BATCH, soft // 4)
 
 
 class GuardedH11Protocol(H11Protocol):
