@@ -131,8 +131,16 @@ class InProcess:
 
     def close(self) -> None:
         self.run(self.app.stopping())
+        self.run(_cancel_the_rest())  # Engine.IO's pings, turns that still run
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+async def _cancel_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.fixture(scope="module")
