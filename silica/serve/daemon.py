@@ -26,6 +26,7 @@ from silica.serve.connections import ACCEPT_BATCH, Doorkeeper
 from silica.serve.options import ServeOptions
 
 GRACE = 5  # seconds uvicorn waits for requests still open once stopping
+LISTEN_QUEUE = 1024  # connections the kernel holds until the daemon accepts them
 
 
 def start_url(host: str, port: int, token: str | None = None) -> str:
@@ -86,6 +87,8 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         asyncio.get_running_loop().set_exception_handler(self.door.exception_handler)
         await super().startup(sockets)
+        for sock in sockets or ():  # uvicorn listened with its backlog, the accept batch:
+            sock.listen(LISTEN_QUEUE)  # the kernel may queue more (a full queue drops SYNs)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.stopping:
