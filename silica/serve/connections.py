@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("silica.serve")
 
 ACCEPT_BATCH = 16
-"""Connections accepted at once (uvicorn's ``backlog``: also the kernel's accept queue)."""
+"""Connections accepted at once (uvicorn's ``backlog``; the daemon then lets the kernel
+queue more, ``silica.serve.daemon.LISTEN_QUEUE``)."""
 
 GRACE = 0.25
 """Seconds a new connection is not closed to make room unless it has been read from: its
