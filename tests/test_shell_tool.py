@@ -73,7 +73,7 @@ def test_patterns_match_whole_lines_and_never_let_operators_through():
     assert allowed_by("anything; at all", ["*"]) == "*"
     assert allowed_by("chafabomb", ["chafa *"]) is None
     assert always_pattern("python plot.py 3") == "python *"
-    assert always_pattern("  ls") == "ls *"
+    assert always_pattern("  ls") == "ls"  # what the person saw: ls with no arguments
     assert always_pattern("; ls") is None
 
 

@@ -14,8 +14,6 @@ It is registered only when ``[shell] enabled`` (``--allow-shell`` on ``ask``/``c
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,10 +25,6 @@ from silica.paths import silica_home
 from silica.tools.builtin import BuiltinTool, ToolContext
 
 EVERYTHING = "*"  # the pattern alone allows every command (what --allow-shell sets)
-# A match with these in the command but not in the pattern would let "chafa x; rm -rf ~"
-# pass as "chafa *": such a command is asked about instead.
-_OPERATORS = frozenset(";&|`$<>()\n\r")
-_FIRST_WORD = re.compile(r"[^\s;&|`$<>()'\"\\]+")
 
 Approve = Callable[[str], Awaitable[bool | str]]
 
@@ -50,28 +44,40 @@ INPUT_SCHEMA: dict[str, Any] = {
 def allowed_by(command: str, patterns: list[str]) -> str | None:
     """The first of ``patterns`` that lets ``command`` run without asking, or ``None``.
 
-    A pattern is matched (``fnmatch``, case-sensitive) against the whole command line with
-    its outer blanks stripped; ``"*"`` alone matches every command. Any other pattern
-    matches only if every shell operator in the command (``; & | ` $ < > ( )`` and line
-    ends) is written in the pattern too."""
+    ``"*"`` alone allows every command, and a pattern that is the command itself (outer
+    blanks aside) allows it. Otherwise both are read as ``/bin/sh`` reads them
+    (``silica.security.shell_syntax``) and the command must be an instance of the pattern:
+    the same pipelines and list operators (``|``, ``;``, ``&``, ``&&``, ``||``), each simple
+    command matched against the pattern's at its place, word by word (``fnmatch``,
+    case-sensitive; a ``*`` word stands for one or more words), with the same redirections
+    and here-documents; a ``$(...)``, backquote, arithmetic or ``${...}`` expansion only where
+    the pattern has the same text. A command the parser cannot vouch for (compound
+    commands, bash-only syntax, unparseable text) matches nothing but ``"*"``."""
+    from silica.security.shell_syntax import matches, parse
+
     line = command.strip()
-    operators = _OPERATORS.intersection(line)
+    parsed = None
     for pattern in patterns:
-        if pattern == EVERYTHING:
+        if pattern == EVERYTHING or pattern.strip() == line:
             return pattern
-        if fnmatch.fnmatchcase(line, pattern) and operators <= set(pattern):
+        parsed = parsed or parse(line)
+        shape = parse(pattern.strip())
+        if parsed is not None and shape is not None and matches(parsed, shape):
             return pattern
     return None
 
 
 def always_pattern(command: str) -> str | None:
-    """The pattern "always" adds for ``command``: its program name and `` *``
-    (``"python plot.py 3"`` gives ``"python *"``); ``None`` if it has no plain first word."""
-    found = _FIRST_WORD.match(command.strip())
-    if found is None:
-        return None
-    word = re.sub(r"([*?\[])", r"[\1]", found.group())  # literal in fnmatch
-    return f"{word} *"
+    """The pattern "always" adds for ``command``: what the person saw, kept narrow. The same
+    pipelines and operators, each stage's assignments and program word literally, then
+    `` *`` where it has arguments (``"FOO=bar rm -rf x | head -n 1"`` gives
+    ``"FOO=bar rm * | head *"``, ``"ls"`` gives ``"ls"``). ``None`` (no "always") for a
+    command with a substitution, a redirection or a here-document, or one that cannot be
+    parsed."""
+    from silica.security.shell_syntax import literal_pattern, parse
+
+    parsed = parse(command.strip())
+    return None if parsed is None else literal_pattern(parsed)
 
 
 class SessionApproval:
@@ -106,9 +112,11 @@ def description(settings: ShellSettings, timeout: float) -> str:
         who = "Every command runs without asking."
     elif settings.allow:
         shown = ", ".join(f"`{p}`" for p in settings.allow)
-        who = (f"Commands matching these patterns run at once: {shown} (shell operators such "
-               "as ; | && $( ) > count against a match). Any other command needs the user's "
-               "approval and may be refused; prefer the allowed ones.")
+        who = (f"Commands matching these patterns run at once: {shown} (matched as the shell "
+               "parses them: each command of a pipeline or list against the pattern's at its "
+               "place, so an extra | ; && stage, a $( ), backquote or > redirection not in "
+               "the pattern needs approval). Any other command needs the user's approval "
+               "and may be refused; prefer the allowed ones.")
     else:
         who = "Every command needs the user's approval and may be refused."
     return (
