@@ -62,10 +62,11 @@ async def _ask_to_run(command: str) -> bool | str:
     from silica.tools.shell import always_pattern
 
     pattern = always_pattern(command)
-    always = f" / [a]lways for `{pattern}`" if pattern else ""
+    # The pattern is the model's text too (its program words): made safe like the command.
+    always = plain(f" / [a]lways for `{pattern}`") if pattern else ""
     while True:
         err.print(Text.assemble(("  ? ", "yellow"), "run ", plain(f"`{command}`", "bold"),
-                                f"? [y]es / [n]o{always} "), end="")
+                                "? [y]es / [n]o", always, " "), end="")
         try:
             # On the loop, not in a thread: Ctrl-C here stops the turn like anywhere else.
             answer = input().strip().lower()

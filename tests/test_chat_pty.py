@@ -1,0 +1,98 @@
+"""``silica chat`` in a real pseudo-terminal: everything it writes to the terminal, prompts
+included, holds no control sequence from outside (the model's command, its text)."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from wire import anthropic_server, text, tool_call
+
+# The model's program word: ESC c (reset: clears the screen), CSI erase and conceal, OSC
+# title (BEL- and ST-ended), a DCS, and the C1 forms of CSI, OSC, ST and NEL.
+HOSTILE = ("'\x1bc\x1b[2J\x1b[8m\x1b]0;pwned\x07\x1b]8;;http://x\x1b\\\x1bP1$r\x1b\\"
+           "\x9b2J\x9d0;t\x9c\x85\x90q\x9c'rm")
+COMMAND = f"{HOSTILE} -rf victim"
+# silica's own styling on a colour terminal: SGR only (colour, bold, dim, reset).
+OWN_STYLE = re.compile(rb"\x1b\[[0-9;]*m")
+# Left after that, nothing a terminal acts on: no ESC, no C0 but BS/TAB/LF/CR, no DEL, no C1.
+RAW_CONTROL = re.compile(rb"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+class Terminal:
+    """A process on the slave side of a pty; ``read_until`` reads the master side."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     cwd=cwd, start_new_session=True)
+        os.close(slave)
+        self.seen = b""
+
+    def read_until(self, marker: bytes, limit: float = 120) -> None:
+        end = time.monotonic() + limit
+        while marker not in self.seen:
+            if time.monotonic() > end:
+                raise AssertionError(f"no {marker!r} in {self.seen[-2000:]!r}")
+            if not self._read_some(0.5):
+                assert self.proc.poll() is None, f"chat ended: {self.seen[-2000:]!r}"
+
+    def _read_some(self, wait: float) -> bool:
+        ready, _, _ = select.select([self.master], [], [], wait)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: the slave side is closed
+            return False
+        self.seen += data
+        return bool(data)
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\r")
+
+    def finish(self, limit: float = 120) -> int:
+        end = time.monotonic() + limit
+        while self.proc.poll() is None and time.monotonic() < end:
+            self._read_some(0.2)
+        while self._read_some(0.2):  # what is left in the pty after the exit
+            pass
+        os.close(self.master)
+        return self.proc.wait(timeout=10)
+
+
+def test_chat_prints_no_raw_control_from_the_models_command(home, project):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n')
+    victim = project / "victim"
+    victim.mkdir()
+    script = [tool_call("shell", {"command": COMMAND}),
+              text("It was not run \x1b]0;title\x07\x9b2J.")]
+    with anthropic_server(script) as srv:
+        env = {**os.environ, **srv.env, "TERM": "xterm-256color", "COLUMNS": "200"}
+        term = Terminal([sys.executable, "-m", "silica", "chat"], env, project)
+        term.read_until(b"you> ")
+        term.type("clean up")
+        term.read_until(b"[y]es / [n]o")
+        term.type("n")
+        term.read_until(b"you> ")
+        term.type("/exit")
+        code = term.finish()
+    assert code == 0, term.seen[-2000:]
+    assert victim.exists()  # "n": not run
+    shown = term.seen
+    assert b"[a]lways for" in shown  # the part of the prompt that went out raw
+    # Every byte chat wrote, prompts and all: silica's colours, and nothing else acting.
+    rest = OWN_STYLE.sub(b"", shown)
+    found = RAW_CONTROL.search(rest)
+    assert found is None, rest[max(0, found.start() - 80):found.end() + 80]
+    assert b"\x1b" not in rest
+    assert b"\x1b[8m" not in shown and b"\x1b[2J" not in shown
+    text_shown = shown.decode("utf-8", "replace")
+    assert "␛c" in text_shown and "<U+009B>" in text_shown  # shown, made visible
+
