@@ -171,63 +171,66 @@ class _Reader:
         return CommandLine(tuple(pipelines), tuple(operators))
 
     def chain(self, node) -> tuple[list[Pipeline], list[str]]:
-        """A statement: pipelines and the ``&&``/``||`` between them."""
-        kind = node.type
-        if kind == "list":
-            pipelines: list[Pipeline] = []
-            operators: list[str] = []
-            for child in node.children:
-                if child.type in _LIST_OPERATORS:
-                    operators.append(child.type)
-                elif child.type != "comment":
-                    more, joins = self.chain(child)
-                    pipelines += more
-                    operators += joins
-            if len(operators) != len(pipelines) - 1:
-                raise _Refused
-            return pipelines, operators
-        if kind == "negated_command":  # "! a | b" negates the pipeline, "! a && b" only a
-            [inner] = [c for c in node.children if c.type not in ("!", "comment")]
-            pipelines, operators = self.chain(inner)
-            if pipelines[0].negated:
-                raise _Refused
-            pipelines[0] = Pipeline(pipelines[0].stages, negated=True)
-            return pipelines, operators
-        if kind == "redirected_statement":
-            return self.redirected(node)
-        if kind == "pipeline":
-            return [self.pipeline(node)], []
-        return [Pipeline((self.stage(node),))], []
-
-    def pipeline(self, node) -> Pipeline:
+        """A statement: pipelines and the ``&&``/``||`` between them. The grammar's nesting
+        of ``|``, ``&&`` and ``||`` is not sh's (it reads ``a | b | c && d`` as ``a | (b |
+        c && d)``), so the statement is read as the sequence it is in the text and grouped
+        as sh groups it: ``|`` first, then ``&&`` and ``||`` from left to right."""
+        items: list[Stage | str] = []
+        self.sequence(node, items)
+        pipelines: list[Pipeline] = []
+        operators: list[str] = []
         stages: list[Stage] = []
         negated = False
-        for child in node.children:
-            if child.type in ("|", "comment"):
-                continue
-            pipelines, operators = self.chain(child)
-            if len(pipelines) != 1:
-                raise _Refused
-            if pipelines[0].negated:
-                if stages:  # "a | ! b": not POSIX
+        previous: Stage | str = ""  # "" at the start of a pipeline
+        for item in items:
+            if isinstance(item, Stage):
+                if isinstance(previous, Stage):
+                    raise _Refused
+                stages.append(item)
+            elif item == "!":
+                if previous != "" or negated:  # "a | ! b" is not sh
                     raise _Refused
                 negated = True
-            stages += pipelines[0].stages
-        if len(stages) < 2:
+            elif not isinstance(previous, Stage):  # "|", "&&", "||" after a stage only
+                raise _Refused
+            elif item in _LIST_OPERATORS:
+                pipelines.append(Pipeline(tuple(stages), negated))
+                operators.append(item)
+                stages, negated, item = [], False, ""
+            previous = item
+        if not isinstance(previous, Stage):
             raise _Refused
-        return Pipeline(tuple(stages), negated)
-
-    def redirected(self, node) -> tuple[list[Pipeline], list[str]]:
-        """Redirections written after a command, a pipeline or a list belong to its last
-        simple command, as sh reads them."""
-        [body, *redirections] = node.children
-        pipelines, operators = self.chain(body)
-        last = pipelines[-1].stages[-1]
-        extra = self.parts(redirections)
-        words = tuple(sorted(last.words + extra.words, key=lambda w: w.start))
-        stage = Stage(words, last.redirects + extra.redirects, last.heredocs + extra.heredocs)
-        pipelines[-1] = Pipeline(pipelines[-1].stages[:-1] + (stage,), pipelines[-1].negated)
+        pipelines.append(Pipeline(tuple(stages), negated))
         return pipelines, operators
+
+    def sequence(self, node, items: list[Stage | str]) -> None:
+        """Append the stages and connectors (``|``, ``&&``, ``||``, ``!``) of ``node``."""
+        kind = node.type
+        if kind in ("list", "pipeline", "negated_command"):
+            for child in node.children:
+                if child.type == "comment":
+                    continue
+                if child.type in ("|", "&&", "||", "!"):
+                    items.append(child.type)
+                elif child.is_named:
+                    self.sequence(child, items)
+                else:  # "|&" (bash: stderr too), anything else
+                    raise _Refused
+        elif kind == "redirected_statement":
+            # Redirections written after a statement belong to its last simple command.
+            [body, *redirections] = node.children
+            if body.type.endswith("_redirect"):
+                raise _Refused
+            self.sequence(body, items)
+            last = items[-1]
+            if not isinstance(last, Stage):
+                raise _Refused
+            extra = self.parts(redirections)
+            words = tuple(sorted(last.words + extra.words, key=lambda w: w.start))
+            items[-1] = Stage(words, last.redirects + extra.redirects,
+                              last.heredocs + extra.heredocs)
+        else:
+            items.append(self.stage(node))
 
     def stage(self, node) -> Stage:
         if node.type == "command":
