@@ -100,7 +100,6 @@ def _parser():
     return Parser(Language(tree_sitter_bash.language()))
 
 
-@lru_cache(maxsize=256)  # patterns are parsed once; commands repeat across a session
 def parse(line: str) -> CommandLine | None:
     """``line`` as pipelines of simple commands, or ``None`` if it is anything else or
     anything sh might read differently from the grammar (see the module docstring)."""
@@ -114,8 +113,14 @@ def parse(line: str) -> CommandLine | None:
     try:
         _check_blanks(root, source)
         return _Reader(source).program(root)
-    except (_Refused, ValueError):  # ValueError: a node without the children it needs
-        return None
+    except (_Refused, ValueError, RecursionError):  # a node without the children it needs,
+        return None  # or thousands of nested stages
+
+
+@lru_cache(maxsize=256)
+def parse_pattern(pattern: str) -> CommandLine | None:
+    """``parse`` for the allow-list's patterns, which are few and read on every call."""
+    return parse(pattern)
 
 
 def _check_blanks(root, source: bytes) -> None:

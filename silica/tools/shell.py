@@ -53,7 +53,7 @@ def allowed_by(command: str, patterns: list[str]) -> str | None:
     and here-documents; a ``$(...)``, backquote, arithmetic or ``${...}`` expansion only where
     the pattern has the same text. A command the parser cannot vouch for (compound
     commands, bash-only syntax, unparseable text) matches nothing but ``"*"``."""
-    from silica.security.shell_syntax import matches, parse
+    from silica.security.shell_syntax import matches, parse, parse_pattern
 
     line = command.strip()
     parsed = None
@@ -61,7 +61,7 @@ def allowed_by(command: str, patterns: list[str]) -> str | None:
         if pattern == EVERYTHING or pattern.strip() == line:
             return pattern
         parsed = parsed or parse(line)
-        shape = parse(pattern.strip())
+        shape = parse_pattern(pattern.strip())
         if parsed is not None and shape is not None and matches(parsed, shape):
             return pattern
     return None
