@@ -243,6 +243,17 @@ def test_always_covers_the_command_and_no_other_program(stages, operators, assig
     assert allowed_by(other, [pattern]) is None
 
 
+@given(st.text(min_size=1, max_size=12), st.booleans())
+def test_always_keeps_any_program_word_literally(program, arguments):
+    command = shlex.quote(program) + (" -x y" if arguments else "")
+    pattern = always_pattern(command)
+    if pattern is None:  # e.g. a control character the grammar takes for a blank
+        return
+    assert allowed_by(command, [pattern]) == pattern
+    assert allowed_by("zz" + command, [pattern]) is None
+    assert allowed_by(command + " | touch X", [pattern]) is None
+
+
 @given(st.text(max_size=60), st.text(max_size=30))
 def test_any_text_is_judged_without_error(command, pattern):
     allowed_by(command, [pattern])
