@@ -71,7 +71,10 @@ def test_chat_prints_no_raw_control_from_the_models_command(home, project):
     (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n')
     victim = project / "victim"
     victim.mkdir()
-    script = [tool_call("shell", {"command": COMMAND}),
+    # Outside text in every other place chat shows: a tool name, arguments, a result that
+    # quotes them, the model's words.
+    script = [tool_call("shell", {"command": COMMAND})
+              + tool_call("\x1bc\x9b2Jfake", {"a\x1b[2J": "\x9d0;x\x07"}),
               text("It was not run \x1b]0;title\x07\x9b2J.")]
     with anthropic_server(script) as srv:
         env = {**os.environ, **srv.env, "TERM": "xterm-256color", "COLUMNS": "200"}
@@ -95,4 +98,5 @@ def test_chat_prints_no_raw_control_from_the_models_command(home, project):
     assert b"\x1b[8m" not in shown and b"\x1b[2J" not in shown
     text_shown = shown.decode("utf-8", "replace")
     assert "␛c" in text_shown and "<U+009B>" in text_shown  # shown, made visible
+    assert "␛c<U+009B>2Jfake" in text_shown
 
