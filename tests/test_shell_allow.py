@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_shell_tool import call_over_mcp, last_tool_result, silica, text_of, write_config
 from wire import anthropic_server, text, tool_call
 
-from silica.security.shell_syntax import parse
+from silica.security.shell_syntax import MAX_LINE, parse
 from silica.tools.shell import allowed_by, always_pattern
 
 PIPE = "python plot.py * | head *"
@@ -131,11 +131,13 @@ def test_what_sh_may_read_differently_is_never_allowed(command):
     assert allowed_by(command, ["*"]) == "*"
 
 
-def test_thousands_of_stages_are_judged_not_crashed():
+def test_thousands_of_stages_or_a_huge_line_are_judged_not_crashed():
     deep = " && ".join(["echo x"] * 3000)
     assert allowed_by(deep, [" && ".join(["echo *"] * 3000)]) is None  # too deep: asked
     assert allowed_by(deep, ["*"]) == "*"
     assert always_pattern(deep) is None
+    long = "echo " + "x" * MAX_LINE  # longer than Linux passes to sh -c: not even read
+    assert allowed_by(long, ["echo *"]) is None and allowed_by(long, ["*"]) == "*"
 
 
 def test_always_keeps_what_the_person_saw():

@@ -14,7 +14,8 @@ whatever the grammar reads one way and a POSIX shell another is refused, not gue
 - text the parser skipped as blank that a POSIX shell reads as a character (only space,
   tab, newline and a backslash-newline are blanks there: a CR, form feed or non-breaking
   space between tokens would let the parser see a comment or a word break sh does not);
-- bash-only syntax: ``$'...'``, ``$"..."``, ``<(...)``, ``|&``, ``&>``, ``>&file``, ``<<<``.
+- bash-only syntax: ``$'...'``, ``$"..."``, ``<(...)``, ``|&``, ``&>``, ``>&file``, ``<<<``;
+- a line longer than ``MAX_LINE`` bytes (Linux would not pass it to sh).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
+# Linux's limit on one argument (MAX_ARG_STRLEN): a longer line cannot reach sh -c at all, so
+# it is not read either (reading stays within milliseconds and a few MB whatever the line).
+MAX_LINE = 128 * 1024
 STAR = "*"  # a pattern word that stands for one or more whole words (never a substitution)
 
 _BLANKS = re.compile(rb"(?:[ \t\n]|\\\n)*")
@@ -93,11 +97,17 @@ class CommandLine:
 
 
 @cache
-def _parser():
+def _language():
     import tree_sitter_bash
-    from tree_sitter import Language, Parser
+    from tree_sitter import Language
 
-    return Parser(Language(tree_sitter_bash.language()))
+    return Language(tree_sitter_bash.language())
+
+
+def _parser():
+    from tree_sitter import Parser
+
+    return Parser(_language())  # one per line: a parser is not to be shared across threads
 
 
 def parse(line: str) -> CommandLine | None:
@@ -106,6 +116,8 @@ def parse(line: str) -> CommandLine | None:
     try:
         source = line.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not a line sh gets as the model wrote it
+        return None
+    if len(source) > MAX_LINE:
         return None
     root = _parser().parse(source).root_node
     if root.has_error:
