@@ -62,8 +62,13 @@ class Terminal:
             self._read_some(0.2)
         while self._read_some(0.2):  # what is left in the pty after the exit
             pass
-        os.close(self.master)
         return self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:  # a failed test: stop the chat it started
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        os.close(self.master)
 
 
 def test_chat_prints_no_raw_control_from_the_models_command(home, project):
@@ -79,13 +84,16 @@ def test_chat_prints_no_raw_control_from_the_models_command(home, project):
     with anthropic_server(script) as srv:
         env = {**os.environ, **srv.env, "TERM": "xterm-256color", "COLUMNS": "200"}
         term = Terminal([sys.executable, "-m", "silica", "chat"], env, project)
-        term.read_until(b"you> ")
-        term.type("clean up")
-        term.read_until(b"[y]es / [n]o")
-        term.type("n")
-        term.read_until(b"you> ")
-        term.type("/exit")
-        code = term.finish()
+        try:
+            term.read_until(b"you> ")
+            term.type("clean up")
+            term.read_until(b"[y]es / [n]o")
+            term.type("n")
+            term.read_until(b"you> ")
+            term.type("/exit")
+            code = term.finish()
+        finally:
+            term.close()
     assert code == 0, term.seen[-2000:]
     assert victim.exists()  # "n": not run
     shown = term.seen
