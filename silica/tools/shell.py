@@ -56,11 +56,13 @@ def allowed_by(command: str, patterns: list[str]) -> str | None:
     from silica.security.shell_syntax import matches, parse, parse_pattern
 
     line = command.strip()
-    parsed = None
+    unread = object()
+    parsed = unread
     for pattern in patterns:
-        if pattern == EVERYTHING or pattern.strip() == line:
+        if pattern == EVERYTHING or (line and pattern.strip() == line):
             return pattern
-        parsed = parsed or parse(line)
+        if parsed is unread:
+            parsed = parse(line)
         shape = parse_pattern(pattern.strip())
         if parsed is not None and shape is not None and matches(parsed, shape):
             return pattern
