@@ -115,6 +115,7 @@ def test_patterns_match_stage_by_stage():
     "echo x\r#; touch X",  # the grammar skips CR as a blank; sh reads x<CR>#
     "echo x\f#; touch X",
     "echo x\u00a0#; touch X",
+    "echo touch\\\n#x; touch X",  # sh joins the lines: the word touch#x, then ; touch X
     'echo $"x"',
     "echo x |& touch X",
     "echo x &> X",
@@ -266,7 +267,8 @@ def test_any_text_is_judged_without_error(command, pattern):
 
 TOKENS = ["ok", "evil", " ", " ", "\t", "\n", "\r", "\f", "\u00a0", ";", "&", "|", "&&",
           "||", "'", '"', "\\", "$", "$'", '$"', "`", "(", ")", "{", "}", "#", "<", ">",
-          ">&", "&>", "x", "=", "*", "!", "$(evil)", "<<", "EOF", "$x", "${x}", "-"]
+          ">&", "&>", "x", "=", "*", "!", "$(evil)", "<<", "EOF", "$x", "${x}", "-", "\\\n",
+          "fi", "}"]
 
 
 @pytest.fixture(scope="module")

@@ -136,22 +136,30 @@ def parse_pattern(pattern: str) -> CommandLine | None:
 
 
 def _check_blanks(root, source: bytes) -> None:
-    """Refuse a line whose text between tokens is not blank to a POSIX shell."""
+    """Refuse a line whose text between tokens is not blank to a POSIX shell. A
+    backslash-newline is no blank there: sh removes it, joining what is on either side
+    (``evil\\<newline>#x`` is the word ``evil#x``, not a word and a comment), so between two
+    tokens it counts only beside a real blank."""
     end = 0
+
+    def gap(start: int, stop: int, between: bool) -> None:
+        if stop < start or not _BLANKS.fullmatch(source, start, stop):
+            raise _Refused
+        text = source[start:stop]
+        if between and text and not text.replace(b"\\\n", b""):
+            raise _Refused
 
     def walk(node) -> None:
         nonlocal end
         if node.type in _OPAQUE or node.child_count == 0:
-            if node.start_byte < end or not _BLANKS.fullmatch(source, end, node.start_byte):
-                raise _Refused
+            gap(end, node.start_byte, between=end > 0)
             end = node.end_byte
             return
         for child in node.children:
             walk(child)
 
     walk(root)
-    if not _BLANKS.fullmatch(source, end, len(source)):
-        raise _Refused
+    gap(end, len(source), between=False)
 
 
 class _Reader:
