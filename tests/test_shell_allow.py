@@ -116,6 +116,7 @@ def test_patterns_match_stage_by_stage():
     "echo x\f#; touch X",
     "echo x\u00a0#; touch X",
     "echo touch\\\n#x; touch X",  # sh joins the lines: the word touch#x, then ; touch X
+    "echo x\n\\\ntouch X",  # the grammar reads "echo x touch X"; sh runs touch X
     'echo $"x"',
     "echo x |& touch X",
     "echo x &> X",

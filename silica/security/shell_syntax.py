@@ -36,6 +36,7 @@ _WORD_ESCAPE = re.compile(r"\\(\n|.)", re.DOTALL)
 _STRING_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 _LIST_OPERATORS = frozenset({"&&", "||"})
 _SEPARATORS = frozenset({";", "&"})
+_CONTINUED = frozenset({"|", "&&", "||", ";", "&"})  # a newline after these is a blank
 _REDIRECTS = frozenset({">", ">>", "<", ">|", "<>", ">&", "<&", ">&-", "<&-"})
 _DUPLICATIONS = frozenset({">&", "<&"})  # their target must be a descriptor number or "-"
 # Whole subtrees whose text is data (quoted) or kept verbatim (a here-document).
@@ -136,24 +137,31 @@ def parse_pattern(pattern: str) -> CommandLine | None:
 
 
 def _check_blanks(root, source: bytes) -> None:
-    """Refuse a line whose text between tokens is not blank to a POSIX shell. A
-    backslash-newline is no blank there: sh removes it, joining what is on either side
-    (``evil\\<newline>#x`` is the word ``evil#x``, not a word and a comment), so between two
-    tokens it counts only beside a real blank."""
-    end = 0
+    """Refuse a line whose text between tokens is not blank to a POSIX shell as the tree
+    has it. A backslash-newline is no blank there: sh removes it, joining what is on either
+    side (``evil\\<newline>#x`` is the word ``evil#x``, not a word and a comment), so between
+    two tokens it counts only beside a real blank. A newline ends a command in sh: between
+    two tokens it must be where the tree ends a statement or after ``|``, ``&&``, ``||``,
+    ``;`` or ``&`` (the grammar reads ``ok<newline>\\<newline>evil`` as ``ok evil``)."""
+    end, previous = 0, ""
+    statements = {child.start_byte for child in root.children}
 
     def gap(start: int, stop: int, between: bool) -> None:
         if stop < start or not _BLANKS.fullmatch(source, start, stop):
             raise _Refused
-        text = source[start:stop]
-        if between and text and not text.replace(b"\\\n", b""):
+        real = source[start:stop].replace(b"\\\n", b"")
+        if not between:
+            return
+        if start < stop and not real:
+            raise _Refused
+        if b"\n" in real and stop not in statements and previous not in _CONTINUED:
             raise _Refused
 
     def walk(node) -> None:
-        nonlocal end
+        nonlocal end, previous
         if node.type in _OPAQUE or node.child_count == 0:
             gap(end, node.start_byte, between=end > 0)
-            end = node.end_byte
+            end, previous = node.end_byte, node.type
             return
         for child in node.children:
             walk(child)
