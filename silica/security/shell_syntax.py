@@ -37,6 +37,11 @@ _STRING_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 _LIST_OPERATORS = frozenset({"&&", "||"})
 _SEPARATORS = frozenset({";", "&"})
 _CONTINUED = frozenset({"|", "&&", "||", ";", "&"})  # a newline after these is a blank
+# Unquoted tokens of the tree: none may hold a character that ends a word in sh.
+_PLAIN_TOKENS = frozenset({"word", "number", "variable_name", "special_variable_name",
+                           "file_descriptor", "heredoc_start"})
+_METACHARACTERS = re.compile(rb"[ \t\n;&|<>()]")
+_ESCAPED = re.compile(rb"\\.", re.DOTALL)
 _REDIRECTS = frozenset({">", ">>", "<", ">|", "<>", ">&", "<&", ">&-", "<&-"})
 _DUPLICATIONS = frozenset({">&", "<&"})  # their target must be a descriptor number or "-"
 # Whole subtrees whose text is data (quoted) or kept verbatim (a here-document).
@@ -161,6 +166,13 @@ def _check_blanks(root, source: bytes) -> None:
         nonlocal end, previous
         if node.type in _OPAQUE or node.child_count == 0:
             gap(end, node.start_byte, between=end > 0)
+            if node.type in _PLAIN_TOKENS:  # sh would split it, or read a comment
+                bare = _ESCAPED.sub(b"x", source[node.start_byte:node.end_byte])
+                starts_word = node.start_byte == 0 or node.start_byte > end
+                if _METACHARACTERS.search(bare) or (starts_word and bare.startswith(b"#")):
+                    raise _Refused
+            if node.type == "comment" and b"\n" in source[node.start_byte:node.end_byte]:
+                raise _Refused
             end, previous = node.end_byte, node.type
             return
         for child in node.children:
