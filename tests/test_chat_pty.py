@@ -97,7 +97,9 @@ def test_chat_prints_no_raw_control_from_the_models_command(home, project):
     assert code == 0, term.seen[-2000:]
     assert victim.exists()  # "n": not run
     shown = term.seen
-    assert b"[a]lways for" in shown  # the part of the prompt that went out raw
+    # The "always" part went out raw once; a line holding controls is now never one an
+    # "always" can stand for, so the prompt offers yes and no only.
+    assert b"[y]es / [n]o" in shown and b"[a]lways for" not in shown
     # Every byte chat wrote, prompts and all: silica's colours, and nothing else acting.
     rest = OWN_STYLE.sub(b"", shown)
     found = RAW_CONTROL.search(rest)

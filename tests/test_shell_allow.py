@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_shell_tool import call_over_mcp, last_tool_result, silica, text_of, write_config
 from wire import anthropic_server, text, tool_call
 
+from silica.security import shell_syntax
 from silica.security.shell_syntax import MAX_LINE, parse
 from silica.tools.shell import allowed_by, always_pattern
 
@@ -115,6 +116,9 @@ def test_patterns_match_stage_by_stage():
     "echo x\r#; touch X",  # the grammar skips CR as a blank; sh reads x<CR>#
     "echo x\f#; touch X",
     "echo x\u00a0#; touch X",
+    "echo {\r{#| touch X",  # the grammar: a word and a comment; sh: {<CR>{# | touch X
+    "echo a{#| touch X",  # "#" inside a word starts no comment in sh
+    "echo 'a\rb'",  # a control anywhere: never vouched for, quoted or not
     "echo touch\\\n#x; touch X",  # sh joins the lines: the word touch#x, then ; touch X
     "echo x\n\\\ntouch X",  # the grammar reads "echo x touch X"; sh runs touch X
     'echo $"x"',
@@ -163,7 +167,11 @@ PROGRAM = SAFE.filter(lambda w: w[0].isalpha() and not {"%", "@"} & set(w)
 RESERVED = {"if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while",
             "until", "for", "in", "function", "select", "time", "coproc", "declare",
             "typeset", "export", "readonly", "local", "unset"}
-QUOTED = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=10)
+# Quoted text of any character but those that make a line never vouched for, quoted or not
+# (controls, Unicode blanks: shell_syntax's "unusual" ones).
+UNUSUAL = "".join(c for c in map(chr, range(0x3001)) if shell_syntax._UNUSUAL.match(c)) + "\ufeff"
+QUOTED = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"),
+                                        blacklist_characters=UNUSUAL), max_size=10)
 ARGUMENT = st.one_of(SAFE, QUOTED.map(shlex.quote))
 OPERATORS = st.sampled_from([";", "&&", "||"])
 
@@ -206,6 +214,7 @@ def instances(draw, argument=ARGUMENT):
 
 @given(instances())
 def test_an_instance_of_a_pattern_is_allowed(pair):
+    """(Quoted arguments hold no control or Unicode blank: see QUOTED.)"""
     pattern, command = pair
     assert allowed_by(command, [pattern]) == pattern
 

@@ -14,6 +14,8 @@ whatever the grammar reads one way and a POSIX shell another is refused, not gue
 - text the parser skipped as blank that a POSIX shell reads as a character (only space,
   tab, newline and a backslash-newline are blanks there: a CR, form feed or non-breaking
   space between tokens would let the parser see a comment or a word break sh does not);
+  and so any line holding a control character other than tab and newline, or a Unicode
+  blank, wherever it is; and a comment that does not start a word;
 - bash-only syntax: ``$'...'``, ``$"..."``, ``<(...)``, ``|&``, ``&>``, ``>&file``, ``<<<``;
 - a line longer than ``MAX_LINE`` bytes (Linux would not pass it to sh).
 """
@@ -32,6 +34,11 @@ MAX_LINE = 128 * 1024
 STAR = "*"  # a pattern word that stands for one or more whole words (never a substitution)
 
 _BLANKS = re.compile(rb"(?:[ \t\n]|\\\n)*")
+# Controls other than tab and newline, and blanks sh does not take for blanks: where the
+# grammar and sh part ways (a CR before "#" made a comment for one and a word for the other),
+# so a line holding one is never vouched for, quoted or not.
+_UNUSUAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u1680\u2000-\u200f\u2028-\u202f"
+                      r"\u205f-\u2064\u3000\ufeff]")
 _WORD_ESCAPE = re.compile(r"\\(\n|.)", re.DOTALL)
 _STRING_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 _LIST_OPERATORS = frozenset({"&&", "||"})
@@ -123,7 +130,7 @@ def parse(line: str) -> CommandLine | None:
         source = line.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not a line sh gets as the model wrote it
         return None
-    if len(source) > MAX_LINE:
+    if len(source) > MAX_LINE or _UNUSUAL.search(line):
         return None
     root = _parser().parse(source).root_node
     if root.has_error:
@@ -171,8 +178,9 @@ def _check_blanks(root, source: bytes) -> None:
                 starts_word = node.start_byte == 0 or node.start_byte > end
                 if _METACHARACTERS.search(bare) or (starts_word and bare.startswith(b"#")):
                     raise _Refused
-            if node.type == "comment" and b"\n" in source[node.start_byte:node.end_byte]:
-                raise _Refused
+            if node.type == "comment" and (b"\n" in source[node.start_byte:node.end_byte]
+                                           or 0 < node.start_byte == end):
+                raise _Refused  # sh reads "#" as a comment only at the start of a word
             end, previous = node.end_byte, node.type
             return
         for child in node.children:
