@@ -298,3 +298,16 @@ def _python_below(pid: int, python: str) -> int:
                 return int(task.name)
         time.sleep(0.1)
     raise AssertionError(f"no silica process below {pid}: {json.dumps(os.listdir('/proc'))}")
+
+
+def test_a_variable_withheld_in_config_is_gone_from_proc_too(world, home, tmp_path):
+    """``[tools] env_withhold`` in config.toml makes a variable a secret like the built-in
+    patterns: no tool gets it, and no tool finds it in silica's /proc/<pid>/environ."""
+    (home / "config.toml").write_text('[tools]\nenv_withhold = ["DEPLOY_*"]\n')
+    walker = tmp_path / "walk.py"
+    walker.write_text(WALK)
+    done = subprocess.run([sys.executable, "-m", "silica", "exec", "--", sys.executable,
+                           str(walker)], capture_output=True, text=True, timeout=300,
+                          env={**world, "DEPLOY_HOOK": f"{MARK}-deploy-hook"})
+    assert done.returncode == 0, done.stderr
+    assert silica_lines(done.stdout) and MARK not in done.stdout

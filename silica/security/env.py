@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 SECRET_PATTERNS: tuple[str, ...] = (
     "*_KEY", "*_API_KEY", "*_TOKEN", "*_SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS",
@@ -43,6 +44,24 @@ def withhold_from_environment() -> tuple[str, ...]:
     """The patterns in ``$SILICA_TOOL_ENV_WITHHOLD``."""
     raw = os.environ.get(WITHHOLD_VAR, "")
     return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+def withhold_from_config(home: Path) -> tuple[str, ...]:
+    """The patterns of ``[tools] env_withhold`` in ``<home>/config.toml``, read with the
+    stdlib alone: a silica process hides them from ``/proc`` before it loads its settings
+    (``silica.security.process``). ``()`` when the file is missing or not valid: loading the
+    settings says what is wrong with it."""
+    import tomllib
+
+    try:
+        with open(home / "config.toml", "rb") as f:  # silica.config.CONFIG_NAME
+            tools = tomllib.load(f).get("tools", {})
+    except (OSError, ValueError):
+        return ()
+    patterns = tools.get("env_withhold", []) if isinstance(tools, dict) else []
+    if not isinstance(patterns, list):
+        return ()
+    return tuple(p for p in patterns if isinstance(p, str) and p)
 
 
 def is_pattern(text: str) -> bool:

@@ -10,9 +10,10 @@ own memory as they were at exec: removing a variable from ``os.environ`` leaves 
 What a caller may rely on, on Linux (elsewhere both do nothing):
 
 - After ``harden_process()``, the value of every secret variable (``silica.security.env``'s
-  patterns and ``$SILICA_TOOL_ENV_WITHHOLD``) is zeroed in the exec-time environment block,
-  so ``/proc/<pid>/environ`` no longer shows it; ``os.environ`` and libc's ``environ`` still
-  hold it (set again, on the heap), so SDKs, grants and subprocesses work as before.
+  patterns, ``$SILICA_TOOL_ENV_WITHHOLD`` and ``[tools] env_withhold`` of config.toml) is
+  zeroed in the exec-time environment block, so ``/proc/<pid>/environ`` no longer shows it;
+  ``os.environ`` and libc's ``environ`` still hold it (set again, on the heap), so SDKs,
+  grants and subprocesses work as before.
   The secrets of URLs in the arguments (what ``silica.security.urls.mask_urls`` masks: user
   information, secret query values) are masked with ``*`` in the argument block, so
   ``/proc/<pid>/cmdline`` and ``ps`` no longer show them (``sys.argv`` keeps them).
@@ -42,9 +43,10 @@ def harden_process() -> None:
     module docstring). Never raises: where the kernel refuses, the process runs as before."""
     if not sys.platform.startswith("linux"):
         return
-    from silica.security.env import is_secret, withhold_from_environment
+    from silica.paths import silica_home
+    from silica.security.env import is_secret, withhold_from_config, withhold_from_environment
 
-    withhold = withhold_from_environment()
+    withhold = (*withhold_from_environment(), *withhold_from_config(silica_home()))
     secret = [name for name in os.environ if is_secret(name, withhold)]
     if secret:
         _edit_block("env", _zero_values(frozenset(os.fsencode(n) for n in secret)))
