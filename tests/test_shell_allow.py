@@ -107,6 +107,10 @@ def test_patterns_match_stage_by_stage():
     assert allowed_by("chafa $HOME/a.png", ["chafa *"]) is not None  # a variable is data
     assert allowed_by("chafa ${x:-$(id)}", ["chafa *"]) is None
     assert allowed_by("date +%s", ["date +%s"]) is not None
+    assert allowed_by("./tools/run x", ["./tools/* *"]) is not None
+    assert allowed_by("./tools/../evil x", ["./tools/* *"]) is None  # no climbing out
+    assert allowed_by("cat logs/a/../../secrets", ["cat logs/*"]) is None
+    assert allowed_by("cat ../up", ["cat ../*"]) is not None  # the pattern's own ".."
     assert allowed_by("echo $(date)", ["echo $(date)"]) is not None  # the very text
     assert allowed_by("cat <<EOF\nhi\nEOF", ["cat *"]) is None
 

@@ -32,6 +32,7 @@ from functools import cache, lru_cache
 # it is not read either (reading stays within milliseconds and a few MB whatever the line).
 MAX_LINE = 128 * 1024
 STAR = "*"  # a pattern word that stands for one or more whole words (never a substitution)
+_PARENT = ".."  # a path segment a pattern word's "*" never stands for
 
 _BLANKS = re.compile(rb"(?:[ \t\n]|\\\n)*")
 # Controls other than tab and newline, and blanks sh does not take for blanks: where the
@@ -402,8 +403,9 @@ def matches(command: CommandLine, pattern: CommandLine) -> bool:
     same number of pipelines, each of as many stages, negated alike; stage by stage, the
     same redirections (operators, descriptors; targets matched as words), the same
     here-documents verbatim, and words matched in order: a pattern word ``*`` stands for one
-    or more words, any other is an ``fnmatch`` pattern for one word of the same kind; an
-    active word matches only the same text in the pattern."""
+    or more words, any other is an ``fnmatch`` pattern for one word of the same kind (a
+    ``..`` path segment in the word only where the pattern word has one too); an active
+    word matches only the same text in the pattern."""
     if command.operators != pattern.operators:
         return False
     for ours, theirs in zip(command.pipelines, pattern.pipelines, strict=True):
@@ -433,6 +435,8 @@ def _word_matches(command: Word, pattern: Word) -> bool:
         return False
     if command.active or pattern.active:
         return command.source == pattern.source
+    if _PARENT in command.text.split("/") and _PARENT not in pattern.text.split("/"):
+        return False  # "./tools/*" is a folder: no "*" climbs out of it with ".."
     return fnmatch.fnmatchcase(command.text, pattern.text)
 
 
