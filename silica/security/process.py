@@ -160,30 +160,11 @@ def _block(which: str) -> tuple[int, int] | None:
 def _not_dumpable() -> None:
     import resource
 
+    # The reaper's prctl (stdlib only, through ctypes' C core: ctypes itself would add
+    # several milliseconds to every start).
+    from silica.tools.reaper import libc_prctl
+
     with contextlib.suppress(ImportError, OSError, AttributeError, TypeError):
-        _libc_prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc_prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0)
     with contextlib.suppress(OSError, ValueError):  # the hard limit stays: a tool may raise it
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-
-
-def _libc_prctl():
-    """libc's prctl through ctypes' C core: importing ``ctypes`` itself would add several
-    milliseconds to every start (``silica.tools.reaper`` does the same, as a script)."""
-    try:
-        import _ctypes
-
-        class CInt(_ctypes._SimpleCData):
-            _type_ = "i"
-
-        class CFunction(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL
-            _restype_ = CInt
-
-        class Process:
-            _handle = _ctypes.dlopen(None, 0)
-
-        return CFunction(("prctl", Process()))
-    except (ImportError, OSError, AttributeError, TypeError):
-        import ctypes
-
-        return ctypes.CDLL(None).prctl

@@ -2,9 +2,10 @@
 
     python -I -S reaper.py [--status-fd N] [--parent PID] -- ARGV...
 
-Started by ``silica.tools.runner`` as a script (never imported by silica). On Linux it makes
-itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process ARGV starts stays
-below it even after ``setsid()``, ``setpgid()`` or a double fork. What a caller may rely on:
+Started by ``silica.tools.runner`` as a script (silica imports only its ``libc_prctl``). On
+Linux it makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process
+ARGV starts stays below it even after ``setsid()``, ``setpgid()`` or a double fork. What a
+caller may rely on:
 
 - ARGV runs as its child with the same stdin, stdout, stderr, environment and working
   directory; SIGPIPE and SIGXFSZ are at their defaults and no signal is blocked, as
@@ -77,16 +78,17 @@ def _prctl_setup() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        prctl = _libc_prctl()
+        prctl = libc_prctl()
     except (ImportError, OSError, AttributeError, TypeError):
         return  # no subreaper: what was orphaned cannot be found, the rest still can
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     prctl(PR_SET_PDEATHSIG, _signal.SIGTERM, 0, 0, 0)
 
 
-def _libc_prctl():
+def libc_prctl():
     """libc's prctl through ctypes' C core: importing ``ctypes`` itself (os, struct, types...)
-    would double this script's start; ``ctypes`` is the fallback if that core ever changes."""
+    would double this script's start; ``ctypes`` is the fallback if that core ever changes.
+    Also silica's own (``silica.security.process``): this file imports nothing of silica."""
     try:
         import _ctypes
 
