@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from silica.tools.uvbin import find_uv
+
+T = TypeVar("T")
 
 HEADER = """\
 # /// script
@@ -173,3 +177,17 @@ def simple_spec(name: str, **props) -> dict:
     return {"name": name, "description": f"the {name} tool",
             "input_schema": {"type": "object",
                              "properties": {k: {"type": v} for k, v in props.items()}}}
+
+
+def traced_peak(call: Callable[[], T]) -> tuple[T, int]:
+    """What ``call()`` returns, and the peak of Python's allocations while it ran
+    (tracemalloc: what existed before it ran is not counted)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = call()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak

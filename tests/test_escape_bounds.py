@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import base64
 import io
-import tracemalloc
 import zlib
 
+from conftest import traced_peak
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -59,12 +59,7 @@ sixel_pieces = st.one_of(
 
 def bounded(cut, shape: str, per_byte: int = 4) -> None:
     data = (shape * (SIZE // max(1, len(shape.encode())) + 1)).encode("utf-8", "surrogatepass")
-    tracemalloc.start()
-    try:
-        result = cut(data)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = traced_peak(lambda: cut(data))
     # the images and the text left are in the peak: the input is not (it was made before);
     # a decoded sixel image costs its pixels on top (canvas, colours, PNG), ~40 bytes each
     pixels = max((pixels_of(p.data) for p in result.images if p.source == "sixel"), default=0)

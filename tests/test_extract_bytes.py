@@ -11,11 +11,10 @@ from __future__ import annotations
 import base64
 import io
 import os
-import tracemalloc
 import zlib
 
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, traced_peak
 from escape_streams import BEL, ESC, FIXTURES, ST, png, tmux
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -238,13 +237,11 @@ def test_a_20_mb_unchunked_image_is_decoded_straight_from_the_output_bytes():
     draft = ResultDraft(output=stdout)
     [process] = [p.process for p in result_processors(build_plugin_manager())
                  if p.name == "kitty-graphics"]
-    tracemalloc.start()
-    try:
+    def run() -> str:
         process(draft)
-        text = draft.text
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+        return draft.text
+
+    text, peak = traced_peak(run)
     assert text == "rendering\n\ndone \u20ac\n"
     assert [i.data for i in draft.images] == [payload]
     # The image's bytes, and no copy of the 26.7 MB of base64 or of the output as text.

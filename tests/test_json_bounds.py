@@ -8,8 +8,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-import tracemalloc
 
+from conftest import traced_peak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -27,12 +27,7 @@ def test_a_huge_document_is_scanned_flat_and_its_image_still_comes_out():
     data = base64.b64encode(png()).decode()
     items = ", ".join(f'{{"i": {i}}}' for i in range(MAX_VALUES))
     text = f'{{"image": {{"base64": "{data}"}}, "items": [{items}]}}\n'
-    tracemalloc.start()
-    try:
-        found = extract_json_images(text)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    found, peak = traced_peak(lambda: extract_json_images(text))
     assert [p.data for p in found.images] == [png()]
     assert data not in found.text and '{"i": 0}, {"i": 1}' in found.text
     assert "holds too many values to read as a whole" in found.text
@@ -44,12 +39,7 @@ def test_a_huge_document_is_scanned_flat_and_its_image_still_comes_out():
        st.sampled_from(["\n", ", ", ""]), st.integers(1, 120_000))
 def test_many_values_cost_a_few_times_the_text(piece, sep, count):
     text = "{\n" + sep.join([piece] * count)
-    tracemalloc.start()
-    try:
-        found = extract_json_images(text)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    found, peak = traced_peak(lambda: extract_json_images(text))
     assert found.text == text and not found.images
     # below MAX_VALUES a document may be built (~200 bytes a value); past it, never
     assert peak < 200 * min(text.count(","), MAX_VALUES) + 3 * len(text) + 1_000_000
