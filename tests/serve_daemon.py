@@ -162,13 +162,26 @@ def start_daemon(home: Path, *, env: dict[str, str] | None = None, args: Any = (
     else:
         token = token or env.get("SILICA_SERVE_TOKEN") or secrets.token_urlsafe(16)
         env["SILICA_SERVE_TOKEN"] = token
+    return launch(home, args, env, cwd=cwd, port=port, token=token, fds=fds)
+
+
+def launch(home: Path, args: list[str], env: dict[str, str] | None, *,
+           cwd: Path | None = None, port: int | None = None, token: str | None = None,
+           stdin: bytes | None = None, fds: int | None = None) -> Daemon:
+    """``silica serve --port P ARGS`` with exactly ``args`` and ``env`` (``token`` is what the
+    returned ``Daemon`` sends; ``stdin`` is written to the daemon, then closed), once it
+    answers HTTP."""
     port = port or free_port()
     logs = Path(tempfile.mkdtemp(prefix="silica-serve-"))
     with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "silica", "serve", "--port", str(port), *args],
             cwd=cwd or home.parent, env=daemon_env(home, env), stdout=out, stderr=err,
-            stdin=subprocess.DEVNULL, preexec_fn=_fd_limit(fds) if fds else None)
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            preexec_fn=_fd_limit(fds) if fds else None)
+    if stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
     daemon = Daemon(home, port, proc, token, logs)
     try:
         wait_until_ready(daemon)

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -22,7 +21,7 @@ from conftest import wait_for_port
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from serve_daemon import Daemon, daemon_env, free_port, wait_until_ready
+from serve_daemon import Daemon, daemon_env, free_port, launch
 
 TOKEN = "file-token-0123456789abcdef"
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -32,22 +31,7 @@ def run_serve(home: Path, *args: str, env: dict[str, str] | None = None,
               stdin: bytes | None = None) -> Daemon:
     """``silica serve --port P ARGS`` as a user would start it (no token unless given); its
     ``token`` is the one in the link it printed."""
-    port = free_port()
-    logs = Path(tempfile.mkdtemp(prefix="silica-serve-"))
-    with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "silica", "serve", "--port", str(port),
-                                 *args], cwd=home.parent, env=daemon_env(home, env),
-                                stdout=out, stderr=err, stdin=subprocess.PIPE)
-    if stdin is not None:
-        proc.stdin.write(stdin)
-    proc.stdin.close()
-    daemon = Daemon(home, port, proc, None, logs)
-    try:
-        wait_until_ready(daemon)
-    except BaseException:
-        daemon.kill()
-        raise
-    daemon.start_line = daemon.stdout().strip()
+    daemon = launch(home, list(args), env, stdin=b"" if stdin is None else stdin)
     found = re.search(r"\?token=(\S+)$", daemon.start_line)
     daemon.token = unquote(found.group(1)) if found else None
     return daemon
