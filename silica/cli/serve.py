@@ -16,9 +16,8 @@ from cyclopts import Parameter
 from silica.cli.agent import AllowShell
 from silica.cli.output import SafeLogFormatter, fail, warn
 from silica.errors import SilicaError
-from silica.security.process import url_secrets
 from silica.security.tokens import SHORT, choose_token
-from silica.security.urls import mask_urls
+from silica.security.urls import mask_urls, secret_spans
 
 TOKEN_VAR = "SILICA_SERVE_TOKEN"
 REDIS_VAR = "SILICA_SERVE_REDIS"
@@ -100,7 +99,7 @@ def serve(
 
 def _redis(redis: str | None) -> str | None:
     """The Redis URL of ``--redis`` or ``$SILICA_SERVE_REDIS`` (``None``: the config's)."""
-    if redis is not None and url_secrets(redis):
+    if redis is not None and secret_spans(redis):
         # masked in /proc/<pid>/cmdline already (silica.security.process.harden_process)
         warn("--redis holds a password, which every user of this machine can read on a "
              f"command line (ps, /proc) until silica starts; set ${REDIS_VAR} or [serve] "

@@ -76,13 +76,6 @@ def hide_from_proc(value: str) -> bool:
     return found
 
 
-def url_secrets(text: str) -> list[str]:
-    """The secrets of the URLs in ``text`` (see ``silica.security.urls``), as written."""
-    from silica.security.urls import secret_spans
-
-    return [text[start:end] for start, end in secret_spans(text)]
-
-
 def _zero_values(names: frozenset[bytes]) -> Callable[[bytes], bytes]:
     def zero(block: bytes) -> bytes:
         out = bytearray(block)
