@@ -369,6 +369,48 @@ def test_the_network_goes_only_through_the_proxy(who, layer):
     assert _gone(str(sock)) == []  # the forwarder ended with the tool
 
 
+# -- a missing layer -----------------------------------------------------------------------------
+
+# Run confine.py below a filter that makes one layer's syscall fail as an older or stricter
+# kernel would: landlock_create_ruleset (444) -> ENOSYS, prctl(PR_SET_SECCOMP) -> EINVAL.
+WITHOUT = """
+import os, struct, sys
+from silica.tools import confine
+number, arg0, errno = (int(a) for a in sys.argv[1:4])
+load, jeq, ret = 0x20, 0x15, 0x06
+program = [(load, 0, 0, 0), (jeq, 0, 3, number), (load, 0, 0, 16), (jeq, 0, 1, arg0),
+           (ret, 0, 0, 0x50000 | errno), (ret, 0, 0, 0x7FFF0000)]
+if arg0 < 0:  # any argument
+    program[2:4] = [(jeq, 0, 0, 0), (jeq, 0, 0, 0)]
+confine._prctl(confine.PR_SET_NO_NEW_PRIVS, 1)
+assert confine.install_seccomp(b"".join(struct.pack("=HBBI", *i) for i in program)) is None
+os.execv(sys.executable, [sys.executable, *sys.argv[4:]])
+"""
+PRCTL = 157 if X86 else 167
+
+
+@pytest.mark.parametrize(("layer", "syscall", "arg0", "errno", "policy", "message"), [
+    ("Landlock", 444, -1, 38, {"landlock": "require"},
+     "Landlock is not available (the kernel has no Landlock: Linux 5.13 or later is needed)"),
+    ("Landlock", 444, -1, 95, {"landlock": "require"},
+     "Landlock is not available (the kernel says: Operation not supported; is landlock in "
+     "the lsm= boot parameter?)"),
+    ("seccomp", PRCTL, 22, 22, {},
+     "seccomp is not available (the kernel says: Invalid argument)")])
+def test_a_required_layer_that_is_missing_runs_nothing(layer, syscall, arg0, errno, policy,
+                                                       message):
+    def run(policy: dict) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", WITHOUT, str(syscall), str(arg0), str(errno), "-I", "-S",
+                str(CONFINE), "--policy", json.dumps(policy), "--", "echo", "ran"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    refused = run(policy)
+    assert (refused.returncode, refused.stdout) == (126, "")
+    assert refused.stderr == f"silica sandbox: {message}\n"
+    best_effort = run({**policy, layer.lower(): "best-effort"})
+    assert (best_effort.returncode, best_effort.stdout, best_effort.stderr) == (0, "ran\n", "")
+
+
 # -- the command line ---------------------------------------------------------------------------
 
 
