@@ -9,6 +9,7 @@ and, when this runs as root, again as an unprivileged user (root and users diffe
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -434,6 +435,23 @@ def test_a_bad_policy_is_one_line_and_exit_2(policy):
                            "echo", "ran"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith("confine.py: --policy: ") and done.stderr.count("\n") == 1
+
+
+def test_script_command_starts_the_script_from_fresh_bytecode(tmp_path):
+    copy = tmp_path / "confine.py"
+    shutil.copy(CONFINE, copy)
+    spec = importlib.util.spec_from_file_location("confine_copy", copy)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    command = loaded.script_command()
+    assert command[:3] == [sys.executable, "-I", "-S"] and command[3].endswith(".pyc")
+    assert json.loads(subprocess.run([*command, "--probe"], capture_output=True).stdout)
+    copy.write_text(copy.read_text().replace('"arch": ""', '"arch": "edited"') + "\n")
+    os.utime(copy, (1, 1))  # an edit the bytecode's timestamp does not match
+    again = loaded.script_command()
+    done = subprocess.run([*again, "--", "echo", "ran"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "ran\n") and Path(again[3]).stat().st_size
+    assert b"edited" in Path(again[3]).read_bytes()
 
 
 def test_a_program_that_cannot_start_exits_127():
