@@ -370,6 +370,55 @@ def test_the_network_goes_only_through_the_proxy(who, layer):
     assert _gone(str(sock)) == []  # the forwarder ended with the tool
 
 
+class CountingProxy(UnixEcho):
+    """Holds every answer until ``hold`` connections are open at once (or 60 s have passed)
+    and no other came for half a second, and records the most it saw open."""
+
+    def __init__(self, path: Path, hold: int):
+        self.hold, self.open, self.most, self.released = hold, 0, 0, False
+        self.changed = threading.Condition()
+        super().__init__(path)
+
+    def answer(self, conn: socket.socket) -> None:
+        with self.changed:
+            self.open += 1
+            self.most = max(self.most, self.open)
+            self.changed.notify_all()
+        got = b""
+        while data := conn.recv(65536):
+            got += data
+        with self.changed:
+            self.changed.wait_for(lambda: self.most >= self.hold, timeout=60)
+            while not self.released and self.changed.wait(0.5):
+                pass  # a connection more came: wait for the next
+            self.released = True
+            self.open -= 1
+        with conn:
+            conn.sendall(b"relayed:" + got)
+
+
+MANY = """
+import socket
+where = os.environ["HTTP_PROXY"].rsplit(":", 1)
+conns = [socket.create_connection(("127.0.0.1", int(where[1]))) for _ in range(80)]
+for i, conn in enumerate(conns):
+    conn.sendall(str(i).encode())
+answers = []
+for conn in conns:
+    conn.shutdown(socket.SHUT_WR)
+    answers.append(conn.makefile("rb").read().decode())
+print(",".join(answers))
+"""
+
+
+def test_the_forwarder_relays_at_most_64_connections_at_a_time(tmp_path):
+    proxy = CountingProxy(tmp_path / "proxy.sock", hold=64)
+    policy = {"network": "proxy", "proxy_socket": str(tmp_path / "proxy.sock")}
+    answers = Who(None, tmp_path, sys.executable).outcome(MANY, policy)
+    assert answers.split(",") == [f"relayed:{i}" for i in range(80)]
+    assert proxy.most == 64
+
+
 # -- a missing layer -----------------------------------------------------------------------------
 
 # Run confine.py below a filter that makes one layer's syscall fail as an older or stricter
