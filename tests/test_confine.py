@@ -461,6 +461,18 @@ def test_a_required_layer_that_is_missing_runs_nothing(layer, syscall, arg0, err
     assert (best_effort.returncode, best_effort.stdout, best_effort.stderr) == (0, "ran\n", "")
 
 
+def test_a_proxy_port_that_is_taken_runs_nothing(tmp_path):
+    taken = socket.create_server(("127.0.0.1", 0))
+    policy = {"network": "proxy", "proxy_socket": str(tmp_path / "p.sock"),
+              "proxy_port": taken.getsockname()[1]}
+    done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE), "--policy",
+                           json.dumps(policy), "--", "echo", "ran"], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (126, "")
+    assert done.stderr == "silica sandbox: the network proxy could not start (Address " \
+                          "already in use)\n"
+
+
 # -- the command line ---------------------------------------------------------------------------
 
 

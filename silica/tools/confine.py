@@ -103,7 +103,11 @@ def main(args: list[str]) -> None:
     env = dict(posix.environ)
     port = 0
     if policy["network"] == "proxy":
-        port = _start_forwarder(policy["proxy_socket"], policy["proxy_port"])
+        try:
+            port = _start_forwarder(policy["proxy_socket"], policy["proxy_port"])
+        except (OSError, ImportError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            _unconfined(f"the network proxy could not start ({reason})")
         url = f"http://127.0.0.1:{port}".encode()
         for name in (b"HTTP_PROXY", b"HTTPS_PROXY", b"ALL_PROXY"):
             env[name] = env[name.lower()] = url
@@ -253,7 +257,10 @@ def _libc(name: str):
 def _call(name: str, *args) -> tuple[int, int]:
     """``name(*args)`` with each argument passed as a C long (bytes: the address of a copy,
     None: 0); its result and errno."""
-    function, long, c = _libc(name)
+    try:
+        function, long, c = _libc(name)
+    except (ImportError, OSError, AttributeError):
+        return -1, errno.ENOSYS  # no way to call C: as if the kernel had no such call
     values, keep = [], []
     for arg in args:
         if isinstance(arg, bytes):
