@@ -315,12 +315,20 @@ threads = [threading.Thread(target=exchange, args=(payload, answers, i)) for i i
 [t.start() for t in threads]
 [t.join() for t in threads]
 other = sys.argv[1:] and tried(lambda: socket.create_connection(("127.0.0.1", int(sys.argv[1]))))
+def parent_of(task):
+    try:
+        return int(open(f"/proc/{task}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+forwarder = [int(t) for t in os.listdir("/proc") if t.isdigit() and parent_of(t) == os.getpid()]
 print(json.dumps({
     "url": url, "same": all(os.environ[n] == url for n in names),
     "no_proxy": [n for n in ("NO_PROXY", "no_proxy") if n in os.environ],
     "relayed": all(a == b"relayed:" + payload for a in answers),
     "udp": tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)),
-    "other port": other,
+    "other port": other, "forwarder": len(forwarder),
+    "its memory": [tried(lambda: open(f"/proc/{pid}/mem", "r+b")) for pid in forwarder],
+    "a signal to it": [tried(lambda: os.kill(pid, 0)) for pid in forwarder],
 }))
 """
 
@@ -365,6 +373,9 @@ def test_the_network_goes_only_through_the_proxy(who, layer):
     assert found["url"].startswith("http://127.0.0.1:")
     assert found["same"] and found["no_proxy"] == [] and found["relayed"], found
     assert found["udp"] == "EPERM"
+    assert found["forwarder"] == 1 and found["its memory"] in (["EACCES"], ["EPERM"])
+    if LANDLOCK >= 6:
+        assert found["a signal to it"] == ["EPERM"]
     if not bwrap and LANDLOCK >= 4:
         assert found["other port"] == "EACCES"
     assert _gone(str(sock)) == []  # the forwarder ended with the tool
