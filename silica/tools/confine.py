@@ -48,6 +48,9 @@ _LL_VERSION, _LL_PATH_BENEATH, _LL_NET_PORT = 1, 1, 2
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+# what every program may open for writing (nothing is stored or shown); not ttys nor ptys:
+# outside a fresh /dev those are the user's terminals
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
 
@@ -316,7 +319,8 @@ def landlock(policy: dict, proxy_port: int = 0) -> str | None:
         # with exec_anywhere false, what the tool may write it may not execute
         write = fs & ~_FS_EXECUTE | (_FS_EXECUTE if policy["exec_anywhere"] else 0)
         read = _FS_READ_FILE | _FS_READ_DIR | _FS_EXECUTE
-        for paths, rights in ((policy["read"], read), (policy["write"], write)):
+        devices = (_DEVICES, _FS_READ_FILE | _FS_WRITE_FILE)
+        for paths, rights in ((policy["read"], read), (policy["write"], write), devices):
             for path in paths or ():
                 if problem := _allow_path(ruleset, path, rights):
                     return problem
