@@ -157,18 +157,33 @@ def test_an_escape_is_refused(who, escape):
 
 
 NORMAL = """
-import json, socket, subprocess
+import json, socket, subprocess, tempfile
 a, b = socket.socketpair(socket.AF_UNIX)
 a.sendall(b"unix works")
-listed = subprocess.run(["ls", sys.argv[1]], capture_output=True, text=True).stdout.split()
-print(json.dumps({"unix": b.recv(64).decode(), "ls": listed, "persona": libc.personality(-1)}))
+here = sys.argv[1]
+listed = subprocess.run(["ls", here], capture_output=True, text=True).stdout.split()
+quiet = subprocess.run(["sh", "-c", "echo hidden; sleep 0.1 & wait"], stdout=subprocess.DEVNULL)
+with tempfile.NamedTemporaryFile(dir=here) as f:
+    f.write(b"x")
+print(json.dumps({"unix": b.recv(64).decode(), "ls": listed, "persona": libc.personality(-1),
+                  "sh": quiet.returncode}))
 """
 
 
-def test_a_normal_program_still_works(who):
-    (mine(who, who.base / "here") / "file.txt").write_text("x")
-    done = json.loads(who.outcome(NORMAL, {}, str(who.base / "here")))
-    assert done == {"unix": "unix works", "ls": ["file.txt"], "persona": 0}
+@pytest.mark.parametrize("layers", ["alone", "in bwrap, with a file policy"])
+def test_a_normal_program_still_works(who, layers):
+    here = mine(who, who.base / "here")
+    (here / "file.txt").write_text("x")
+    policy, bwrap = {}, ()
+    if layers != "alone":
+        if not shutil.which("bwrap"):
+            pytest.skip("needs bwrap")
+        policy = {"read": read_paths(who), "write": [str(here)]}
+        bwrap = ["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind",
+                 "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(here), str(here),
+                 "--cap-drop", "ALL", "--"]
+    done = json.loads(who.outcome(NORMAL, policy, str(here), bwrap=bwrap))
+    assert done == {"unix": "unix works", "ls": ["file.txt"], "persona": 0, "sh": 0}
 
 
 # -- files (Landlock) ---------------------------------------------------------------------------
