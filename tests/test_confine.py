@@ -489,6 +489,18 @@ def test_a_required_layer_that_is_missing_runs_nothing(layer, syscall, arg0, err
     assert (best_effort.returncode, best_effort.stdout, best_effort.stderr) == (0, "ran\n", "")
 
 
+@needs_landlock
+def test_a_rule_the_kernel_refuses_leaves_the_tool_with_less(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret")
+    policy = {"read": ["/"], "landlock": "best-effort"}
+    argv = [sys.executable, "-c", WITHOUT, "445", "-1", "22", "-I", "-S", str(CONFINE),
+            "--policy", json.dumps(policy), "--", "/bin/cat", str(secret)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (127, "")
+    assert done.stderr == "could not start /bin/cat: Permission denied\n"
+
+
 def test_a_proxy_port_that_is_taken_runs_nothing(tmp_path):
     taken = socket.create_server(("127.0.0.1", 0))
     policy = {"network": "proxy", "proxy_socket": str(tmp_path / "p.sock"),

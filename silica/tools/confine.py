@@ -319,33 +319,32 @@ def landlock(policy: dict, proxy_port: int = 0) -> str | None:
         # with exec_anywhere false, what the tool may write it may not execute
         write = fs & ~_FS_EXECUTE | (_FS_EXECUTE if policy["exec_anywhere"] else 0)
         read = _FS_READ_FILE | _FS_READ_DIR | _FS_EXECUTE
-        devices = (_DEVICES, _FS_READ_FILE | _FS_WRITE_FILE)
+        devices = (_DEVICES if fs else (), _FS_READ_FILE | _FS_WRITE_FILE)
         for paths, rights in ((policy["read"], read), (policy["write"], write), devices):
             for path in paths or ():
-                if problem := _allow_path(ruleset, path, rights):
-                    return problem
+                _allow_path(ruleset, path, rights)
         if net and policy["network"] == "proxy":
             rule = _NET_CONNECT_TCP.to_bytes(8, sys.byteorder) + \
                 proxy_port.to_bytes(8, sys.byteorder)
-            if _call("syscall", _LL_ADD_RULE, ruleset, _LL_NET_PORT, rule, 0)[0] < 0:
-                return "adding the proxy port"
+            _call("syscall", _LL_ADD_RULE, ruleset, _LL_NET_PORT, rule, 0)
         done, err = _call("syscall", _LL_RESTRICT, ruleset, 0)
         return None if done == 0 else f"restricting: {_strerror(err)}"
     finally:
         posix.close(ruleset)
 
 
-def _allow_path(ruleset: int, path: str, rights: int) -> str | None:
+def _allow_path(ruleset: int, path: str, rights: int) -> None:
+    """Allow ``rights`` below ``path``. A path that is not there, or a rule the kernel
+    refuses, allows nothing: a failure here only ever leaves the tool with less."""
     try:
         fd = posix.open(path, posix.O_PATH | posix.O_CLOEXEC)
     except OSError:
-        return None  # not there (or not reachable): nothing to allow
+        return
     try:
         if not posix.fstat(fd).st_mode & 0o040000:  # a file takes file rights only
             rights &= _FS_FILE_ONLY
         rule = rights.to_bytes(8, sys.byteorder) + fd.to_bytes(4, sys.byteorder, signed=True)
-        done, err = _call("syscall", _LL_ADD_RULE, ruleset, _LL_PATH_BENEATH, rule, 0)
-        return None if done == 0 else f"allowing {path}: {_strerror(err)}"
+        _call("syscall", _LL_ADD_RULE, ruleset, _LL_PATH_BENEATH, rule, 0)
     finally:
         posix.close(fd)
 
