@@ -24,7 +24,9 @@ What a caller may rely on: exit 2 and one line on stderr for a bad command line 
 exit 126 and one line starting ``silica sandbox:`` when a required layer is missing
 (``"landlock": "require"``; seccomp is required unless ``"seccomp": "best-effort"``);
 exit 127 and ``could not start ARGV0: reason`` when ARGV cannot be executed. Otherwise the
-process is ARGV. Without ``read`` and ``write`` in the policy, Landlock leaves files alone.
+process is ARGV. Without ``read`` and ``write`` in the policy, Landlock leaves files alone;
+with them, the harmless devices (``/dev/null``...) stay writable. A path that is not there,
+or a rule the kernel refuses, allows nothing. The forwarder is a child of ARGV's process.
 """
 
 import _signal
@@ -480,10 +482,10 @@ def _forward(listener, target: str, parent: int) -> None:
                 dead += [flow, peer]
             if flow[3] and peer[3] and not flow[2] and not peer[2]:
                 dead += [flow, peer]
+        gone = {id(flow) for flow in dead}  # a flow and its peer: both sockets
         for flow in dead:
-            if flow in flows:
-                flows.remove(flow)
-                flow[0].close()
+            flow[0].close()
+        flows = [flow for flow in flows if id(flow) not in gone]
 
 
 def _accept(listener, target: str, _socket) -> list:
