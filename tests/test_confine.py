@@ -204,6 +204,9 @@ print(json.dumps({
     "read outside": tried(lambda: open(f"{out}/secret.txt").read()),
     "list outside": tried(lambda: os.listdir(out)),
     "write /dev/null": tried(lambda: write("/dev/null")),
+    "make a symlink out": tried(lambda: os.symlink(out, f"{ws}/link")),
+    "read through it": tried(lambda: open(f"{ws}/link/secret.txt").read()),
+    "write through it": tried(lambda: write(f"{ws}/link/secret.txt")),
 }))
 """
 
@@ -225,7 +228,8 @@ def test_files_outside_the_policy_cannot_be_touched(who):
                      "rename outside": "EACCES", "unlink outside": "EACCES",
                      "move out of the workspace": found["move out of the workspace"],
                      "read outside": "EACCES", "list outside": "EACCES",
-                     "write /dev/null": "ok"}
+                     "write /dev/null": "ok", "make a symlink out": "ok",
+                     "read through it": "EACCES", "write through it": "EACCES"}
     assert found["move out of the workspace"] in ("EACCES", "EXDEV")
     assert (out / "secret.txt").read_text() == "the secret"
     assert sorted(p.name for p in out.iterdir()) == ["secret.txt"]
