@@ -96,6 +96,19 @@ def who(request, tmp_path) -> Who:
     return Who(user, folder, python)
 
 
+def namespaces(who: Who, folder: Path) -> list[str]:
+    """bwrap's command for new PID and network namespaces with ``folder`` writable (skips
+    when bwrap cannot make them for ``who``, e.g. user namespaces restricted)."""
+    argv = ["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind", "/",
+            "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(folder), str(folder)]
+    if not shutil.which("bwrap"):
+        pytest.skip("needs bwrap")
+    tried = subprocess.run(who.command([*argv, "true"]), capture_output=True, text=True)
+    if tried.returncode != 0:
+        pytest.skip(f"bwrap cannot make namespaces here: {tried.stderr.strip()}")
+    return argv
+
+
 def mine(who: Who, path: Path) -> Path:
     """``path``, made and owned by ``who``."""
     path.mkdir(parents=True, exist_ok=True)
@@ -176,12 +189,8 @@ def test_a_normal_program_still_works(who, layers):
     (here / "file.txt").write_text("x")
     policy, bwrap = {}, ()
     if layers != "alone":
-        if not shutil.which("bwrap"):
-            pytest.skip("needs bwrap")
         policy = {"read": read_paths(who), "write": [str(here)]}
-        bwrap = ["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind",
-                 "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(here), str(here),
-                 "--cap-drop", "ALL", "--"]
+        bwrap = [*namespaces(who, here), "--cap-drop", "ALL", "--"]
     done = json.loads(who.outcome(NORMAL, policy, str(here), bwrap=bwrap))
     assert done == {"unix": "unix works", "ls": ["file.txt"], "persona": 0, "sh": 0}
 
@@ -375,17 +384,13 @@ def _gone(marker: str) -> list[int]:
 
 @pytest.mark.parametrize("layer", ["bwrap", "no namespace"])
 def test_the_network_goes_only_through_the_proxy(who, layer):
-    if layer == "bwrap" and not shutil.which("bwrap"):
-        pytest.skip("needs bwrap")
     folder = mine(who, who.base / f"proxy-{layer.replace(' ', '-')}")
     sock = folder / "proxy.sock"
     UnixEcho(sock)
     policy = {"network": "proxy", "proxy_socket": str(sock), "landlock": "best-effort"}
     args, bwrap = [], ()
     if layer == "bwrap":
-        bwrap = ["bwrap", "--unshare-pid", "--unshare-net", "--die-with-parent", "--ro-bind",
-                 "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(folder),
-                 str(folder), "--"]
+        bwrap = [*namespaces(who, folder), "--"]
     else:  # a server on the real loopback: only Landlock's port rule keeps the tool off it
         outside = socket.create_server(("127.0.0.1", 0))
         args = [str(outside.getsockname()[1])]
