@@ -564,6 +564,15 @@ def test_script_command_starts_the_script_from_fresh_bytecode(tmp_path):
     assert b"edited" in Path(again[3]).read_bytes()
 
 
+@pytest.mark.parametrize("args", [[], ["echo"], ["--policy"], ["--policy", "{}"], ["--"],
+                                  ["--probe", "--", "echo"], ["--policy", "{}", "echo"]])
+def test_a_bad_command_line_is_one_line_and_exit_2(args):
+    done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("confine.py: usage: ") and done.stderr.count("\n") == 1
+
+
 def test_a_program_that_cannot_start_exits_127():
     done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE), "--", "no-such-program"],
                           capture_output=True, text=True, timeout=60)
