@@ -108,11 +108,11 @@ def connect(proxy: NetworkProxy) -> socket.socket:
 
 
 def read_to_end(client: socket.socket) -> bytes:
-    data = b""
+    data = bytearray()
     with contextlib.suppress(ConnectionResetError):  # closed with our bytes unread
         while chunk := client.recv(65536):
             data += chunk
-    return data
+    return bytes(data)
 
 
 def ask(proxy: NetworkProxy, data: bytes) -> bytes:
@@ -243,6 +243,32 @@ def test_connect_relays_bytes_both_ways(loop, socket_dir):
             sender.join()
         assert received == b"\x16\x03\x01hello" + payload
         assert proxy.used == [f"127.0.0.1:{echo.port}"]
+
+
+def test_a_client_that_does_not_read_holds_the_host_back(loop, socket_dir):
+    """Backpressure: what the proxy holds for a slow client is bounded, so a host sending fast
+    waits for the client instead of filling silica's memory."""
+    total, sent = 48 * 1024 * 1024, [0]
+
+    async def source(reader, writer):
+        chunk = b"x" * 65536
+        while sent[0] < total:
+            writer.write(chunk)
+            await writer.drain()
+            sent[0] += len(chunk)
+        writer.close()
+
+    server = loop.run(asyncio.start_server(source, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    with running(loop, socket_dir, ["127.0.0.1"]) as proxy, \
+            tunnel(proxy, f"127.0.0.1:{port}") as client:
+        seen = []
+        while sent[0] < total and seen[-3:] != [sent[0]] * 3:  # until the host stalls
+            seen.append(sent[0])
+            threading.Event().wait(0.2)
+        assert sent[0] < 16 * 1024 * 1024
+        assert len(read_to_end(client)) == total  # and it all arrives once read
+    server.close()
 
 
 def test_an_ungranted_host_gets_403_naming_the_grant(loop, socket_dir):
