@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from silica.security.netproxy import HostRules, InvalidHostGrant, NetworkProxy
+from silica.security.netproxy import MAX_NOTED, HostRules, InvalidHostGrant, NetworkProxy
 from silica.security.proxy_head import BadRequest, HeadScanner, parse_head
 
 GRANT_HELP = ('is not a host name: grant a host such as api.example.org, *.example.org, an IP '
@@ -279,6 +279,13 @@ def test_an_ungranted_host_gets_403_naming_the_grant(loop, socket_dir):
                                 'it in config.toml: [tools.network_grant] weather = '
                                 '["evil.example"]\n')
         assert proxy.denied == ["evil.example:443"] and proxy.used == []
+
+
+def test_the_refused_hosts_noted_are_bounded(loop, socket_dir):
+    with running(loop, socket_dir, []) as proxy:
+        for n in [*range(150), 0]:
+            ask(proxy, f"CONNECT host{n}.example:443 HTTP/1.1\r\n\r\n".encode())
+    assert proxy.denied == [f"host{n}.example:443" for n in range(MAX_NOTED)]
 
 
 def test_subdomain_grants_reach_subdomains_only(loop, socket_dir):

@@ -18,8 +18,9 @@ What a caller may rely on:
 
 - A host that is not granted gets ``403 Forbidden`` with a body saying how to grant it, and
   its ``host:port`` is added to ``denied``; a granted one is added to ``used`` (each once, in
-  the order first seen). A granted host that cannot be reached gets ``502 Bad Gateway``; a
-  request that is not one of the two forms gets ``400``. Every answer closes the connection.
+  the order first seen, the first ``MAX_NOTED`` of each). A granted host that cannot be
+  reached gets ``502 Bad Gateway``; a request that is not one of the two forms gets ``400``.
+  Every answer closes the connection.
 - Bounds: a request head of at most ``max_head`` bytes (``431`` beyond), sent within
   ``head_timeout`` seconds (``408`` after); at most ``max_connections`` open connections
   (``503`` for more); ``connect_timeout`` to reach a host; a tunnel with no bytes either way
@@ -48,10 +49,14 @@ from pathlib import Path
 from silica.security.hosts import HostRules, InvalidHostGrant, format_host
 from silica.security.proxy_head import BadRequest, HeadScanner, ProxyRequest, parse_head
 
-__all__ = ["HostRules", "InvalidHostGrant", "NetworkProxy", "BUFFER"]
+__all__ = ["BUFFER", "MAX_NOTED", "HostRules", "InvalidHostGrant", "NetworkProxy"]
 
 BUFFER = 64 * 1024
 """Bytes read at once from either side of a connection, and the most held for the other."""
+
+MAX_NOTED = 100
+"""At most this many targets are kept in ``denied`` and in ``used``: a tool asking for a
+million hosts costs neither memory nor a million-line note."""
 
 _MAX_UNIX_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -264,5 +269,5 @@ def _reason(err: OSError) -> str:
 
 
 def _note(seen: list[str], target: str) -> None:
-    if target not in seen:
+    if len(seen) < MAX_NOTED and target not in seen:
         seen.append(target)
