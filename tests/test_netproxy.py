@@ -398,13 +398,27 @@ def test_closing_the_proxy_closes_a_live_tunnel_and_removes_the_socket(loop, soc
     assert not proxy.socket_path.exists()
 
 
-def test_an_existing_path_is_refused_and_left_alone(loop, socket_dir):
+@pytest.mark.parametrize("existing", ["file", "stale socket", "symlink"])
+def test_an_existing_path_is_refused_and_left_alone(loop, socket_dir, existing):
     path = socket_dir / "proxy.sock"
-    path.write_text("not mine")
+    if existing == "file":
+        path.write_text("not mine")
+    elif existing == "stale socket":  # one a crashed call left behind: still not replaced
+        with socket.socket(socket.AF_UNIX) as old:
+            old.bind(str(path))
+    else:
+        path.symlink_to(socket_dir / "elsewhere.sock")
+    before = os.lstat(path)
     proxy = NetworkProxy(HostRules.parse(["*"]), path, tool="weather")
     with pytest.raises(OSError, match="already exists"):
         loop.run(proxy.start())
-    assert path.read_text() == "not mine"
+    assert os.lstat(path) == before and not (socket_dir / "elsewhere.sock").exists()
+
+
+def test_a_socket_path_too_long_for_unix_sockets_is_refused_saying_so(loop, tmp_path):
+    proxy = NetworkProxy(HostRules.parse(["*"]), tmp_path / ("x" * 120), tool="weather")
+    with pytest.raises(OSError, match="longer than 107 bytes: give a shorter folder"):
+        loop.run(proxy.start())
 
 
 # --- host rules -----------------------------------------------------------------------------

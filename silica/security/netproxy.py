@@ -110,10 +110,6 @@ class NetworkProxy:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(path)  # fails on any existing file: nothing is replaced or followed
-            os.chmod(path, 0o600)
-            info = os.stat(path)
-            self._file = (info.st_dev, info.st_ino)
-            self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=BUFFER)
         except OSError as err:
             sock.close()
             if err.errno == errno.EADDRINUSE:
@@ -121,6 +117,15 @@ class NetworkProxy:
                               "give a new path in a private folder", path) from None
             raise OSError(err.errno, f"the network proxy cannot listen there: {err.strerror}",
                           path) from None
+        try:
+            info = os.lstat(path)
+            self._file = (info.st_dev, info.st_ino)
+            os.chmod(path, 0o600)
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=BUFFER)
+        except BaseException:
+            sock.close()
+            self._unlink()
+            raise
 
     async def close(self) -> None:
         """Stop listening, close every open connection and remove the socket file."""
@@ -132,8 +137,12 @@ class NetworkProxy:
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
         await server.wait_closed()
+        self._unlink()
+
+    def _unlink(self) -> None:
+        """Remove the socket file, if it is still the one this proxy made."""
         with contextlib.suppress(OSError):
-            info = os.stat(self.socket_path)
+            info = os.lstat(self.socket_path)
             if (info.st_dev, info.st_ino) == self._file:
                 os.unlink(self.socket_path)
 
