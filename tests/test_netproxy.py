@@ -48,14 +48,14 @@ class LoopThread:
 
 
 class Host:
-    """A granted host on 127.0.0.1: ``http`` answers one request and records what reached
-    it; ``echo`` sends back every byte until the client closes."""
+    """A granted host (on 127.0.0.1 unless told): ``http`` answers one request and records
+    what reached it; ``echo`` sends back every byte until the client closes."""
 
-    def __init__(self, loop: LoopThread, kind: str) -> None:
+    def __init__(self, loop: LoopThread, kind: str, address: str = "127.0.0.1") -> None:
         self.requests: list[bytes] = []
         self.ended = threading.Event()
         handler = self._http if kind == "http" else self._echo
-        self.server = loop.run(asyncio.start_server(handler, "127.0.0.1", 0))
+        self.server = loop.run(asyncio.start_server(handler, address, 0))
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def _http(self, reader, writer) -> None:
@@ -301,6 +301,16 @@ def test_subdomain_grants_reach_subdomains_only(loop, socket_dir):
                                 "aexample.invalid:443"]
 
 
+def test_an_ipv6_grant_reaches_that_address(loop, socket_dir):
+    port = Host(loop, "echo", address="::1").port
+    with running(loop, socket_dir, [f"[::1]:{port}"]) as proxy:
+        with tunnel(proxy, f"[0::1]:{port}") as client:
+            client.sendall(b"six")
+            assert client.recv(3) == b"six"
+        assert status(ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())) == 403
+    assert proxy.used == [f"[::1]:{port}"] and proxy.denied == [f"127.0.0.1:{port}"]
+
+
 def test_port_limited_grant_and_the_grant_of_everything(loop, socket_dir):
     echo, other = Host(loop, "echo"), Host(loop, "echo")
     with running(loop, socket_dir, [f"127.0.0.1:{echo.port}"]) as proxy:
@@ -492,6 +502,34 @@ HEAD_PIECES = st.sampled_from([
 HEADS = st.one_of(st.binary(max_size=200),
                   st.lists(st.one_of(HEAD_PIECES, st.binary(max_size=4)), max_size=20)
                   .map(b"".join))
+
+
+@pytest.mark.parametrize(("head", "target", "forward"), [
+    (b"CONNECT api.example.org:443 HTTP/1.1\r\nHost: api.example.org:443\r\n\r\n",
+     "api.example.org:443", b""),
+    (b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n", "[::1]:8443", b""),
+    (b"GET http://[::1]/x HTTP/1.1\n\n", "[::1]:80",
+     b"GET /x HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n"),
+    (b"HEAD HTTP://Api.Example.org.:8080?q=1 HTTP/1.0\r\nX-A:  b \r\nproxy-authorization: c"
+     b"\r\nKeep-Alive: 5\r\nUpgrade: h2c\r\nHost: other\r\n\r\n", "api.example.org:8080",
+     b"HEAD /?q=1 HTTP/1.0\r\nHost: Api.Example.org.:8080\r\nX-A: b\r\nConnection: close"
+     b"\r\n\r\n"),
+])
+def test_a_request_head_names_its_target_and_what_is_sent_on(head, target, forward):
+    request = parse_head(head)
+    assert request.target == target and request.forward == forward
+    assert request.tunnel is head.startswith(b"CONNECT")
+
+
+@settings(max_examples=500, deadline=None)
+@given(HEADS)
+def test_parsing_a_head_raises_only_bad_request(data):
+    try:
+        request = parse_head(data)
+    except BadRequest as err:
+        assert "\n" not in str(err)
+        return
+    assert HostRules.parse(["*"]).allows(request.host, request.port)
 
 
 def scan(pieces: list[bytes]) -> int | str:
