@@ -311,6 +311,34 @@ def test_an_ipv6_grant_reaches_that_address(loop, socket_dir):
     assert proxy.used == [f"[::1]:{port}"] and proxy.denied == [f"127.0.0.1:{port}"]
 
 
+def test_slow_name_lookups_leave_the_loops_shared_threads_free(loop, socket_dir, monkeypatch):
+    """A tool asking for names whose lookup hangs ties up the proxy's own resolver threads,
+    never the thread pool the rest of silica's loop works in."""
+    release, real, hanging = threading.Event(), socket.getaddrinfo, []
+
+    def getaddrinfo(host, *args, **kwargs):
+        if str(host).endswith(".slow.invalid"):
+            hanging.append(host)
+            release.wait(60)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    with running(loop, socket_dir, ["*"], connect_timeout=60) as proxy:
+        clients = [connect(proxy) for _ in range(2 * (os.cpu_count() or 1) + 8)]
+        for n, client in enumerate(clients):
+            client.sendall(f"CONNECT h{n}.slow.invalid:443 HTTP/1.1\r\n\r\n".encode())
+        try:
+            while len(hanging) < 2:  # lookups have started; give the rest time to queue
+                threading.Event().wait(0.05)
+            threading.Event().wait(0.5)
+            assert loop.run(asyncio.to_thread(lambda: "free"), timeout=5) == "free"
+        finally:
+            release.set()
+        for client in clients:
+            with client:
+                assert status(read_to_end(client)) == 502
+
+
 def test_port_limited_grant_and_the_grant_of_everything(loop, socket_dir):
     echo, other = Host(loop, "echo"), Host(loop, "echo")
     with running(loop, socket_dir, [f"127.0.0.1:{echo.port}"]) as proxy:

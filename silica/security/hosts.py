@@ -158,9 +158,7 @@ def _parse_rule(grant: object) -> HostRule:
     if host == ANY:
         return HostRule(ANY, port)
     canonical = canonical_host(host[2:] if subdomains else host)
-    if canonical is None or (subdomains and ":" in canonical):
-        raise InvalidHostGrant(grant)
-    if subdomains and _is_ipv4(canonical):
+    if canonical is None or (subdomains and is_address(canonical)):
         raise InvalidHostGrant(grant)
     return HostRule(canonical, port, subdomains)
 
@@ -187,9 +185,10 @@ def _port(text: str) -> int:
     return port if 0 < port < 65536 else -1
 
 
-def _is_ipv4(host: str) -> bool:
+def is_address(host: str) -> bool:
+    """Whether ``host`` (canonical) is an IP address rather than a name."""
     try:
-        ipaddress.IPv4Address(host)
+        ipaddress.ip_address(host)
     except ValueError:
         return False
     return True

@@ -30,6 +30,8 @@ What a caller may rely on:
   names it); leaving the ``async with`` closes every connection and removes the file.
   It is made by ``bind`` before it can be chmod-ed: give a private folder.
 - Nothing a client sends ends the proxy: a connection's failure ends that connection only.
+  Names are looked up in ``RESOLVERS`` threads of the proxy's own, so lookups that hang
+  hold up only this proxy's later lookups, not the threads the rest of silica uses.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ import logging
 import os
 import re
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from http import HTTPStatus
 from pathlib import Path
 
-from silica.security.hosts import HostRules, InvalidHostGrant, format_host
+from silica.security.hosts import HostRules, InvalidHostGrant, format_host, is_address
 from silica.security.proxy_head import BadRequest, HeadScanner, ProxyRequest, parse_head
 
 __all__ = ["BUFFER", "MAX_NOTED", "HostRules", "InvalidHostGrant", "NetworkProxy"]
@@ -57,6 +61,9 @@ BUFFER = 64 * 1024
 MAX_NOTED = 100
 """At most this many targets are kept in ``denied`` and in ``used``: a tool asking for a
 million hosts costs neither memory nor a million-line note."""
+
+RESOLVERS = 2
+"""Threads each proxy looks names up in, at most."""
 
 _MAX_UNIX_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -93,6 +100,7 @@ class NetworkProxy:
         self._server: asyncio.AbstractServer | None = None
         self._file: tuple[int, int] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._resolver: ThreadPoolExecutor | None = None
 
     async def __aenter__(self) -> NetworkProxy:
         await self.start()
@@ -138,6 +146,8 @@ class NetworkProxy:
         await asyncio.gather(*self._handlers, return_exceptions=True)
         await server.wait_closed()
         self._unlink()
+        if self._resolver is not None:  # a hanging lookup ends on its own, unwaited
+            self._resolver.shutdown(wait=False, cancel_futures=True)
 
     def _unlink(self) -> None:
         """Remove the socket file, if it is still the one this proxy made."""
@@ -186,8 +196,7 @@ class NetworkProxy:
         _note(self.used, request.target)
         try:
             async with asyncio.timeout(self.connect_timeout):
-                up_reader, up_writer = await asyncio.open_connection(
-                    request.host, request.port, limit=BUFFER, happy_eyeballs_delay=0.25)
+                up_reader, up_writer = await self._open(request.host, request.port)
         except TimeoutError:
             return await _answer(writer, 502, f"silica: {request.target} did not answer within "
                                  f"{self.connect_timeout:g} s")
@@ -203,6 +212,27 @@ class NetworkProxy:
             await self._relay(reader, writer, up_reader, up_writer)
         finally:
             up_writer.close()
+
+    async def _open(self, host: str, port: int) -> tuple[asyncio.StreamReader,
+                                                         asyncio.StreamWriter]:
+        """A connection to ``host`` (a canonical name or address), trying its addresses in
+        turn. Names are looked up in this proxy's own threads: a lookup that hangs (a tool
+        may ask for any name a wildcard allows) ties up those, not the pool the rest of
+        silica's loop works in."""
+        addresses = [host]
+        if not is_address(host):
+            if self._resolver is None:
+                self._resolver = ThreadPoolExecutor(RESOLVERS, "silica-netproxy-dns")
+            infos = await asyncio.get_running_loop().run_in_executor(
+                self._resolver, partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        failure: OSError = OSError(f"{host} has no address")
+        for address in addresses:  # an address connects without another lookup
+            try:
+                return await asyncio.open_connection(address, port, limit=BUFFER)
+            except OSError as err:
+                failure = err
+        raise failure
 
     async def _read_head(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
         """The head and the bytes after it (``b""`` twice when the client sent nothing)."""
