@@ -339,6 +339,30 @@ def test_slow_name_lookups_leave_the_loops_shared_threads_free(loop, socket_dir,
                 assert status(read_to_end(client)) == 502
 
 
+def test_a_name_whose_first_address_hangs_is_reached_through_its_next(loop, socket_dir,
+                                                                       monkeypatch):
+    """A host with a dead address first (an IPv6 route that drops everything, say) is still
+    reached through its next address well before the connect timeout."""
+    echo = Host(loop, "echo")
+    with socket.socket() as dead, socket.socket() as filler:
+        dead.bind(("127.0.0.2", echo.port))
+        dead.listen(0)  # never accepts: once its queue holds one, connections hang
+        filler.connect(("127.0.0.2", echo.port))
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host, port, *args, **kwargs):
+            if host == "dual.invalid":
+                return [info for address in ("127.0.0.2", "127.0.0.1")
+                        for info in real(address, port, *args, **kwargs)]
+            return real(host, port, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        with running(loop, socket_dir, ["dual.invalid"], connect_timeout=600) as proxy, \
+                tunnel(proxy, f"dual.invalid:{echo.port}") as client:
+            client.sendall(b"reached")
+            assert client.recv(7) == b"reached"
+
+
 def test_port_limited_grant_and_the_grant_of_everything(loop, socket_dir):
     echo, other = Host(loop, "echo"), Host(loop, "echo")
     with running(loop, socket_dir, [f"127.0.0.1:{echo.port}"]) as proxy:

@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
+from itertools import zip_longest
 from pathlib import Path
 
 from silica.security.hosts import HostRules, InvalidHostGrant, format_host, is_address
@@ -64,6 +65,9 @@ million hosts costs neither memory nor a million-line note."""
 
 RESOLVERS = 2
 """Threads each proxy looks names up in, at most."""
+
+STAGGER = 0.25
+"""Seconds an address of a name is given before the next one is tried beside it."""
 
 _MAX_UNIX_PATH = 107  # sun_path is 108 bytes with its terminating NUL
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -215,24 +219,22 @@ class NetworkProxy:
 
     async def _open(self, host: str, port: int) -> tuple[asyncio.StreamReader,
                                                          asyncio.StreamWriter]:
-        """A connection to ``host`` (a canonical name or address), trying its addresses in
-        turn. Names are looked up in this proxy's own threads: a lookup that hangs (a tool
-        may ask for any name a wildcard allows) ties up those, not the pool the rest of
-        silica's loop works in."""
-        addresses = [host]
-        if not is_address(host):
-            if self._resolver is None:
-                self._resolver = ThreadPoolExecutor(RESOLVERS, "silica-netproxy-dns")
-            infos = await asyncio.get_running_loop().run_in_executor(
-                self._resolver, partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
-            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        failure: OSError = OSError(f"{host} has no address")
-        for address in addresses:  # an address connects without another lookup
-            try:
-                return await asyncio.open_connection(address, port, limit=BUFFER)
-            except OSError as err:
-                failure = err
-        raise failure
+        """A connection to ``host`` (a canonical name or address). Names are looked up in
+        this proxy's own threads: a lookup that hangs (a tool may ask for any name a wildcard
+        allows) ties up those, not the pool the rest of silica's loop works in."""
+        if is_address(host):
+            return await asyncio.open_connection(host, port, limit=BUFFER)
+        if self._resolver is None:
+            self._resolver = ThreadPoolExecutor(RESOLVERS, "silica-netproxy-dns")
+        infos = await asyncio.get_running_loop().run_in_executor(
+            self._resolver, partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM))
+        by_family: dict[int, list[str]] = {}
+        for family, *_, sockaddr in infos:
+            if sockaddr[0] not in by_family.setdefault(family, []):
+                by_family[family].append(str(sockaddr[0]))
+        # families alternate, so one whose route is dead costs a stagger, not the timeout
+        return await _first_to_connect([a for group in zip_longest(*by_family.values())
+                                        for a in group if a is not None], port)
 
     async def _read_head(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
         """The head and the bytes after it (``b""`` twice when the client sent nothing)."""
@@ -305,6 +307,37 @@ def _reason(err: OSError) -> str:
     if err.errno:
         return os.strerror(err.errno).lower()
     return (str(err) or type(err).__name__).splitlines()[0]
+
+
+async def _first_to_connect(addresses: list[str], port: int) -> tuple[asyncio.StreamReader,
+                                                                        asyncio.StreamWriter]:
+    """The first of ``addresses`` to connect: each is tried in turn, the next one starting
+    when the last fails or after ``STAGGER`` seconds while it is still pending (the
+    others are then given up). The last failure when none connects."""
+    pending: set[asyncio.Task[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = set()
+    failure = OSError("the name has no address")
+    left = iter(addresses)
+    try:
+        while True:
+            address = next(left, None)
+            if address is not None:
+                pending.add(asyncio.create_task(
+                    asyncio.open_connection(address, port, limit=BUFFER)))
+            if not pending:
+                raise failure
+            done, pending = await asyncio.wait(
+                pending, timeout=STAGGER if address is not None else None,
+                return_when=asyncio.FIRST_COMPLETED)
+            connected = [task.result() for task in done if task.exception() is None]
+            for _, extra in connected[1:]:
+                extra.close()
+            if connected:
+                return connected[0]
+            for task in done:
+                failure = task.exception() or failure
+    finally:
+        for task in pending:
+            task.cancel()
 
 
 def _note(seen: list[str], target: str) -> None:
