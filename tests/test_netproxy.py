@@ -13,12 +13,15 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import stat
+import subprocess
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,11 +54,12 @@ class Host:
     """A granted host (on 127.0.0.1 unless told): ``http`` answers one request and records
     what reached it; ``echo`` sends back every byte until the client closes."""
 
-    def __init__(self, loop: LoopThread, kind: str, address: str = "127.0.0.1") -> None:
+    def __init__(self, loop: LoopThread, kind: str, address: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[bytes] = []
         self.ended = threading.Event()
         handler = self._http if kind == "http" else self._echo
-        self.server = loop.run(asyncio.start_server(handler, address, 0))
+        self.server = loop.run(asyncio.start_server(handler, address, 0, ssl=tls))
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def _http(self, reader, writer) -> None:
@@ -219,6 +223,28 @@ def test_an_http_client_reaches_a_granted_name_and_is_refused_its_address(loop, 
     assert refused.value.read().decode() == (
         "silica: weather may not reach 127.0.0.1 (not granted). Grant it in config.toml: "
         '[tools.network_grant] weather = ["127.0.0.1"]\n')
+    assert host.requests[0].startswith(b"GET /forecast HTTP/1.1\r\n")
+    assert proxy.used == [f"localhost:{host.port}"]
+    assert proxy.denied == [f"127.0.0.1:{host.port}"]
+
+
+def test_an_https_client_reaches_a_granted_name_through_a_tunnel(loop, socket_dir, tmp_path):
+    """TLS runs end to end between the tool and the host: the proxy sees only the name."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    host = Host(loop, "http", tls=server_side)
+    with running(loop, socket_dir, ["localhost"]) as proxy, forwarder(loop, proxy) as port, \
+            httpx2.Client(proxy=f"http://127.0.0.1:{port}", trust_env=False, timeout=20,
+                          verify=ssl.create_default_context(cafile=str(cert))) as client:
+        reply = client.get(f"https://localhost:{host.port}/forecast")
+        assert reply.status_code == 200 and reply.text == "hello"
+        with pytest.raises(httpx2.ProxyError, match="403"):
+            client.get(f"https://127.0.0.1:{host.port}/forecast")
     assert host.requests[0].startswith(b"GET /forecast HTTP/1.1\r\n")
     assert proxy.used == [f"localhost:{host.port}"]
     assert proxy.denied == [f"127.0.0.1:{host.port}"]
