@@ -174,6 +174,10 @@ class NetworkProxy:
                 await self._handle(reader, writer)
         except (OSError, EOFError):
             pass  # the client or the host went away: nothing left to tell anyone
+        except asyncio.CancelledError:
+            # close() ends the connection: end quietly, since asyncio's streams (3.11, 3.12.0)
+            # log every connection task that ends cancelled as an error
+            pass
         except Exception:  # a bug here must end this connection, never the proxy
             log.exception("network proxy for %s: connection failed", self.tool)
         finally:
