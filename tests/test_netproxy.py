@@ -121,7 +121,8 @@ def read_to_end(client: socket.socket) -> bytes:
 
 def ask(proxy: NetworkProxy, data: bytes) -> bytes:
     with connect(proxy) as client:
-        client.sendall(data)
+        with contextlib.suppress(BrokenPipeError):  # answered before all was sent
+            client.sendall(data)
         return read_to_end(client)
 
 
