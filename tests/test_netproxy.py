@@ -44,7 +44,21 @@ class LoopThread:
     def run(self, coro, timeout: float = 30):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
+    def close_server(self, server: asyncio.AbstractServer) -> None:
+        async def close() -> None:
+            server.close()
+            await server.wait_closed()
+
+        self.run(close())
+
     def stop(self) -> None:
+        async def end_tasks() -> None:  # the hosts' and forwarders' connections
+            tasks = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.run(end_tasks())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
@@ -206,7 +220,7 @@ def forwarder(loop: LoopThread, proxy: NetworkProxy) -> Iterator[int]:
     try:
         yield server.sockets[0].getsockname()[1]
     finally:
-        server.close()
+        loop.close_server(server)
 
 
 def test_an_http_client_reaches_a_granted_name_and_is_refused_its_address(loop, socket_dir):
@@ -295,7 +309,7 @@ def test_a_client_that_does_not_read_holds_the_host_back(loop, socket_dir):
             threading.Event().wait(0.2)
         assert sent[0] < 16 * 1024 * 1024
         assert len(read_to_end(client)) == total  # and it all arrives once read
-    server.close()
+    loop.close_server(server)
 
 
 def test_an_ungranted_host_gets_403_naming_the_grant(loop, socket_dir):
