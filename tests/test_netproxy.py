@@ -12,14 +12,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import ssl
 import stat
 import subprocess
+import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -501,6 +505,24 @@ def test_closing_the_proxy_closes_a_live_tunnel_and_removes_the_socket(loop, soc
     assert echo.ended.wait(20)  # the host's side is closed too
     assert not proxy.socket_path.exists()
     assert caplog.records == []  # a closing proxy is not an error
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root to act as another user")
+def test_another_user_cannot_connect_to_the_socket(loop):
+    folder = Path(tempfile.mkdtemp(prefix="silica-proxy-"))  # open to all: only the mode guards
+    folder.chmod(0o755)
+    try:
+        with running(loop, folder, ["*"]) as proxy:
+            probe = ("import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                     "s.connect(sys.argv[1])")
+            other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                                    "--clear-groups", sys.executable, "-c", probe,
+                                    str(proxy.socket_path)], capture_output=True, text=True)
+            assert other.returncode != 0 and "PermissionError" in other.stderr
+            assert status(ask(proxy, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")) == 502  # its own
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("existing", ["file", "stale socket", "symlink"])
