@@ -26,10 +26,20 @@
     allow_shadow_builtins = false   # true: a tool file may replace a built-in tool
     [tools.env_grant]               # secrets a tool may see (see silica.security.env)
     weather = ["OPENWEATHER_KEY"]
+    [tools.network_grant]           # hosts a tool may reach, through silica's proxy
+    weather = ["api.openweathermap.org"]   # "*": the whole network
+    [tools.write_grant]             # folders (in your home) a tool may write besides the
+    charts = ["~/Pictures/charts"]  # workspace and its own /tmp
+    # display_grant = ["screenshot"]  (in [tools]: tools that may use the X display)
+
+    [sandbox]                       # how tools are confined (see docs/security.md)
+    mode = "best-effort"            # "require": never run a tool unconfined; "off"
+    deny_read = ["~/private"]       # hidden from tools, on top of the credential folders
 
     [shell]                         # the agent's shell tool (off unless enabled)
     enabled = true
     allow = ["chafa *"]             # run without asking; others ask (chat) or are refused
+    network = ["pypi.org"]          # hosts its commands may reach (default: none)
 
     [openai]
     api = "responses"               # "chat" (chat completions, the default) or "responses"
@@ -160,7 +170,30 @@ class ToolSettings(_Section):
     timeout: float = Field(default=60.0, gt=0, le=_MAX_SECONDS)
     env_withhold: list[str] = Field(default_factory=list)
     env_grant: dict[str, list[str]] = Field(default_factory=dict)
+    network_grant: dict[str, list[str]] = Field(default_factory=dict)
+    write_grant: dict[str, list[str]] = Field(default_factory=dict)
+    display_grant: list[str] = Field(default_factory=list)
     allow_shadow_builtins: bool = False
+
+    @field_validator("network_grant")
+    @classmethod
+    def _hosts(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tool, hosts in grants.items():
+            _check_hosts(f"{tool}: ", hosts)
+        return grants
+
+    @field_validator("write_grant")
+    @classmethod
+    def _paths(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
+        from silica.security.sandbox import check_write_grant
+
+        for tool, paths in grants.items():
+            for path in paths:
+                try:
+                    check_write_grant(path)
+                except ValueError as exc:
+                    raise ValueError(f"{tool}: {exc}") from None
+        return grants
 
     @field_validator("env_grant")
     @classmethod
@@ -200,6 +233,10 @@ class McpServerSettings(_Section):
     (the older HTTP+SSE transport; also chosen when ``url`` ends in ``/sse``). ``timeout``
     bounds one call (default ``[mcp] timeout``), ``startup_timeout`` the start, handshake and
     first listing (default ``[mcp] timeout``); ``enabled = false`` keeps the server out.
+
+    A stdio server runs in the sandbox like a tool (``silica.security.sandbox``), its start
+    folder writable: ``network`` lists the hosts it may reach (``["*"]``: all; default none)
+    and ``write`` the folders in your home it may write besides.
     """
 
     command: str | None = Field(default=None, min_length=1)
@@ -212,6 +249,23 @@ class McpServerSettings(_Section):
     timeout: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
     startup_timeout: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
     enabled: bool = True
+    network: list[str] = Field(default_factory=list)
+    write: list[str] = Field(default_factory=list)
+
+    @field_validator("network")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        _check_hosts("", hosts)
+        return hosts
+
+    @field_validator("write")
+    @classmethod
+    def _paths(cls, paths: list[str]) -> list[str]:
+        from silica.security.sandbox import check_write_grant
+
+        for path in paths:
+            check_write_grant(path)
+        return paths
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:
@@ -258,6 +312,13 @@ class ShellSettings(_Section):
 
     enabled: bool = False
     allow: list[str] = Field(default_factory=list)
+    network: list[str] = Field(default_factory=list)
+
+    @field_validator("network")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        _check_hosts("", hosts)
+        return hosts
 
     @field_validator("allow")
     @classmethod
@@ -265,6 +326,31 @@ class ShellSettings(_Section):
         if any(not p.strip() for p in patterns):
             raise ValueError('an empty pattern allows nothing; write e.g. "chafa *"')
         return patterns
+
+
+class SandboxSettings(_Section):
+    """How tool processes are confined (``silica.security.sandbox``)."""
+
+    mode: Literal["require", "best-effort", "off"] = "best-effort"
+    deny_read: list[str] = Field(default_factory=list)
+
+    @field_validator("deny_read")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not os.path.isabs(os.path.expanduser(path)):
+                raise ValueError(f"{path!r} is not an absolute path (write it from / or ~)")
+        return paths
+
+
+def _check_hosts(prefix: str, hosts: list[str]) -> None:
+    """Each of ``hosts`` is a host rule the proxy understands; else a ValueError."""
+    from silica.security.netproxy import HostRules, InvalidHostGrant
+
+    try:
+        HostRules.parse(hosts)
+    except InvalidHostGrant as exc:
+        raise ValueError(f"{prefix}{exc}") from None
 
 
 class OpenAISettings(_Section):
@@ -355,6 +441,7 @@ class Settings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     shell: ShellSettings = Field(default_factory=ShellSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)

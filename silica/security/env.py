@@ -88,6 +88,22 @@ def is_secret(name: str, withhold: Iterable[str] = ()) -> bool:
     return _SECRET.match(name) is not None or matches(name, withhold)
 
 
+def granted_items(grants: Mapping[str, Iterable[str]], tool: str, asked: Iterable[str],
+                  from_pack: bool) -> list[str]:
+    """What ``grants`` (tool name or pattern -> items) give ``tool``: everything under its
+    exact name; under a pattern key that matches it, only the items it ``asked`` for (an
+    item that is a pattern covers the asked items it matches), and nothing for a pack's tool.
+    The rule of every grant: variables here, hosts, paths and the display in the sandbox."""
+    asked = set(asked)
+    out: list[str] = list(grants.get(tool, ()))
+    if not from_pack:
+        for key, items in grants.items():
+            if key != tool and is_pattern(key) and fnmatch.fnmatchcase(tool, key):
+                out += [n for n in items if n in asked or
+                        (is_pattern(n) and any(fnmatch.fnmatchcase(a, n) for a in asked))]
+    return out
+
+
 @dataclass(frozen=True)
 class EnvAccess:
     """What one tool asked for and what it gets, for ``silica tools list``."""
@@ -118,14 +134,7 @@ class EnvPolicy:
 
     def granted_patterns(self, tool: str, asked: Iterable[str], from_pack: bool) -> list[str]:
         """The variable names or patterns granted to ``tool`` (see the module docstring)."""
-        asked = set(asked)
-        out: list[str] = list(self.grants.get(tool, ()))
-        if not from_pack:
-            for key, names in self.grants.items():
-                if key != tool and is_pattern(key) and fnmatch.fnmatchcase(tool, key):
-                    out += [n for n in names if n in asked or
-                            (is_pattern(n) and any(fnmatch.fnmatchcase(a, n) for a in asked))]
-        return out
+        return granted_items(self.grants, tool, asked, from_pack)
 
     def environment(self, environ: Mapping[str, str],
                     granted: Iterable[str] = ()) -> dict[str, str]:

@@ -7,9 +7,14 @@
         requires_auth: true
         timeout: 120
         env: OPENWEATHER_KEY, GITHUB_TOKEN
+        network: api.openweathermap.org
+        write: ~/Pictures/charts
+        display: false
 
-``env`` names the secret variables the tool needs; the user grants them in config (see
-``silica.security.env``).
+``env`` names the secret variables the tool needs; ``network`` the hosts it must reach,
+``write`` the paths outside the workspace it must write and ``display`` whether it needs the
+X display. The user grants each in config (see ``silica.security.env`` and
+``silica.security.sandbox``); asking alone gives nothing.
 """
 
 from __future__ import annotations
@@ -45,10 +50,13 @@ def parse_metadata(source: str) -> ToolMetadata:
             meta.category = value
         elif key == "tags":
             meta.tags = [t.strip() for t in value.split(",") if t.strip()]
-        elif key in ("long_running", "requires_auth"):
+        elif key in ("long_running", "requires_auth", "display"):
             setattr(meta, key, value.lower() in _TRUE)
         elif key == "env":
             meta.env = [n for n in (v.strip() for v in value.split(",")) if _ENV_NAME.match(n)]
+        elif key in ("network", "write"):
+            setattr(meta, key, [v for v in (v.strip() for v in value.split(","))
+                                if v and len(v) <= 253 and v.isprintable()])
         elif key == "timeout":
             try:
                 seconds = float(value.rstrip("s").strip())
