@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import pytest
 
+from silica.config import SandboxSettings, Settings
 from silica.tools.uvbin import find_uv
 
 T = TypeVar("T")
@@ -24,6 +25,12 @@ HEADER = """\
 # dependencies = [{deps}]
 # ///
 """
+
+
+def unconfined() -> Settings:
+    """Settings that run tools without the sandbox: for tests of one layer below it (the
+    reaper, process hardening), which watch the tool's processes from outside by pid."""
+    return Settings(sandbox=SandboxSettings(mode="off"))
 
 
 @pytest.fixture(autouse=True)

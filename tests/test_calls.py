@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from conftest import cyclopts_tool, script_tool, simple_spec, write_tool
+from conftest import cyclopts_tool, script_tool, simple_spec, unconfined, write_tool
 
 from silica.tools.toolbox import Toolbox
 
@@ -163,7 +163,7 @@ open({str(pidfile)!r}, "w").write(str(child.pid))
 time.sleep(300)
 """
     script_tool(user_tools, "slow.py", simple_spec("slow"), body=body)
-    result = Toolbox(timeout=2).call("slow", {})
+    result = Toolbox(timeout=2, settings=unconfined()).call("slow", {})  # pids seen outside
     assert result.is_error and "timed out after 2 s" in result.text
     assert not _alive(int(pidfile.read_text()))
 
@@ -185,7 +185,7 @@ open({str(pidfile)!r}, "w").write(str(child.pid))
 print("done")
 """
     script_tool(user_tools, "spawner.py", simple_spec("spawner"), body=body)
-    result = Toolbox().call("spawner", {})
+    result = Toolbox(settings=unconfined()).call("spawner", {})  # pids seen outside
     assert not result.is_error and result.text.strip() == "done"
     assert not _alive(int(pidfile.read_text()))
 
@@ -239,13 +239,13 @@ def test_missing_uv_at_call_time_is_an_error_result(user_tools, monkeypatch):
     assert result.is_error and "SILICA_UV" in result.text
 
 
-def test_several_calls_run_at_once(user_tools, tmp_path):
+def test_several_calls_run_at_once(user_tools, project):
     # Each call checks in, then waits for the other two: only concurrent calls all meet.
     body = f"""
 import os, pathlib, sys, time
-room = pathlib.Path({str(tmp_path / "room")!r})
+room = pathlib.Path({str(project / "room")!r})
 room.mkdir(exist_ok=True)
-(room / str(os.getpid())).touch()
+(room / os.urandom(8).hex()).touch()  # pids repeat: each call has its own namespace
 for _ in range(200):
     if len(list(room.iterdir())) >= 3:
         print("met the others")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import cyclopts_tool, script_tool, simple_spec, trust
+from conftest import cyclopts_tool, script_tool, simple_spec, trust, unconfined
 
 from silica.tools.discovery import DiscoveryOptions
 from silica.tools.helper import HELPER_NAME, helper_source
@@ -168,6 +168,7 @@ def test_requires_auth_tool_is_checked_with_authorize(user_tools):
     assert Toolbox().discover().tools[0].ok
 
 
+# Counts its --toolspec runs in a file beside it: only unconfined (a spec run writes nowhere).
 COUNTING_BODY = '''
 import json, pathlib, sys
 if "--toolspec" in sys.argv:
@@ -182,23 +183,23 @@ def test_spec_cache_skips_unchanged_files_and_rereads_changed_ones(user_tools, h
     path = user_tools / "counted.py"
     path.write_text(COUNTING_BODY.replace("VERSION", "one"))
     runs = user_tools / "counted.runs"
-    first = Toolbox().discover()
+    first = Toolbox(settings=unconfined()).discover()
     assert first.specs_fetched == 1 and runs.read_text() == "x"
-    second = Toolbox().discover()
+    second = Toolbox(settings=unconfined()).discover()
     assert second.specs_fetched == 0 and runs.read_text() == "x"  # no process spawned
     assert second.tools[0].spec.description == "one"
     path.write_text(COUNTING_BODY.replace("VERSION", "two"))
-    third = Toolbox().discover()
+    third = Toolbox(settings=unconfined()).discover()
     assert third.tools[0].spec.description == "two" and runs.read_text() == "xx"
 
 
 def test_corrupt_or_foreign_cache_entries_are_ignored_and_rewritten(user_tools, home):
     (user_tools / "counted.py").write_text(COUNTING_BODY.replace("VERSION", "v"))
-    Toolbox().discover()
+    Toolbox(settings=unconfined()).discover()
     [entry] = (home / "cache" / "specs").glob("*.json")
     for junk in ("{not json", json.dumps({"format": 1, "key": "other", "specs": {}}), "[]"):
         entry.write_text(junk)
-        found = Toolbox().discover()
+        found = Toolbox(settings=unconfined()).discover()
         assert found.specs_fetched == 1 and found.tools[0].ok
         assert json.loads(entry.read_text())["specs"]["name"] == "counted"
 

@@ -61,7 +61,10 @@ print("grant:", "ok" if os.environ.get("MY_SERVICE_TOKEN") == "granted-value-42"
 
 def peek_tool(folder: Path) -> None:
     script_tool(folder, "peek.py", simple_spec("peek"), body=WALK)
-    (folder.parent / "config.toml").write_text('[tools.env_grant]\npeek = ["MY_SERVICE_TOKEN"]\n')
+    # The hardening layer alone, seen by a tool that walks its ancestors: the sandbox (whose
+    # PID namespace hides them; tests/test_sandbox_escapes.py) is off here.
+    (folder.parent / "config.toml").write_text('[tools.env_grant]\npeek = ["MY_SERVICE_TOKEN"]\n'
+                                               '[sandbox]\nmode = "off"\n')
 
 
 def silica_lines(report: str) -> list[str]:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, unconfined
 
 from silica.tools import runner
 from silica.tools.runner import run_process
@@ -99,12 +99,14 @@ def _tool(user_tools: Path, name: str, body: str, timeout: int | None = None) ->
 
 
 # -- through the Toolbox, with uv ---------------------------------------------------------
+# The reaper's layer, seen from outside by pid: without the sandbox, whose PID namespace
+# hides those pids (tests/test_sandbox_escapes.py has the same escapes under the sandbox).
 
 
 def test_a_setsid_grandchild_does_not_outlive_the_call(user_tools, tmp_path, escaped):
     pidfile = tmp_path / "escaper.pid"
     _tool(user_tools, "escape", f"start_escaper({str(pidfile)!r})\nprint('left one behind')\n")
-    result = Toolbox().call("escape", {})
+    result = Toolbox(settings=unconfined()).call("escape", {})
     assert not result.is_error, result.text
     assert result.text.strip() == "left one behind"
     assert _gone(escaped(pidfile))
@@ -114,7 +116,7 @@ def test_a_setsid_grandchild_does_not_outlive_a_timeout(user_tools, tmp_path, es
     pidfile = tmp_path / "escaper.pid"
     _tool(user_tools, "stuck", f"start_escaper({str(pidfile)!r})\ntime.sleep(300)\n",
           timeout=2)
-    result = Toolbox(timeout=600).call("stuck", {})
+    result = Toolbox(timeout=600, settings=unconfined()).call("stuck", {})
     assert result.is_error and "timed out after 2 s" in result.text
     assert _gone(escaped(pidfile))
 
@@ -125,7 +127,7 @@ def test_a_double_forked_daemon_holding_stdout_neither_holds_the_call_nor_surviv
     body = (f"print('before the daemon', flush=True)\n"
             f"start_escaper({str(pidfile)!r}, double_fork=True, keep_stdio=True)\n")
     _tool(user_tools, "daemon", body)
-    result = Toolbox(timeout=600).call("daemon", {})
+    result = Toolbox(timeout=600, settings=unconfined()).call("daemon", {})
     assert not result.is_error, result.text
     assert result.text.strip() == "before the daemon"
     assert _gone(escaped(pidfile))

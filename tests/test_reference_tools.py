@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from silica.config import load_settings
 from silica.tools.toolbox import Toolbox
 from silica.tools.uvbin import find_uv
 
@@ -28,7 +29,7 @@ PI = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]  # a PNG of 2+
 def install(folder: Path, *names: str) -> Toolbox:
     for name in names:
         shutil.copy(REPO / "user_tools" / f"{name}.py", folder / f"{name}.py")
-    return Toolbox()
+    return Toolbox(settings=load_settings())
 
 
 def save_image(path: Path, size: tuple[int, int], color="red", mode="RGB", fmt="PNG") -> Path:
@@ -257,7 +258,16 @@ def xvfb(tmp_path_factory):
 @pytest.fixture
 def screen(xvfb, user_tools, monkeypatch) -> Toolbox:
     monkeypatch.setenv("DISPLAY", xvfb)
+    (user_tools.parent / "config.toml").write_text('[tools]\ndisplay_grant = ["screenshot"]\n')
     return install(user_tools, "screenshot")
+
+
+def test_screenshot_without_the_display_grant_sees_no_display(xvfb, user_tools, monkeypatch):
+    """The sandbox hides the X server's socket from a tool not granted the display."""
+    monkeypatch.setenv("DISPLAY", xvfb)
+    result = install(user_tools, "screenshot").call("screenshot", {})
+    assert result.is_error and not result.images
+    assert "display" in result.text.lower()
 
 
 def test_screenshot_captures_the_whole_screen(screen):

@@ -190,8 +190,10 @@ def test_a_shadowed_pack_tool_gets_nothing_granted_to_the_users_tool_of_its_name
     manifest = packs.PackManifest(name="team", version="1.0.0", description="a pack")
     (pack / "silica-pack.toml").write_text(manifest_toml(manifest), encoding="utf-8")
     packs.install(str(pack))
-    (home / "config.toml").write_text('[tools.env_grant]\nweather = ["OPENWEATHER_KEY"]\n',
-                                      encoding="utf-8")
+    # The environment layer alone: the runs record what they got in files outside any
+    # workspace (a --toolspec run may write nowhere), so the sandbox is off here.
+    (home / "config.toml").write_text('[tools.env_grant]\nweather = ["OPENWEATHER_KEY"]\n'
+                                      '[sandbox]\nmode = "off"\n', encoding="utf-8")
     cli = [sys.executable, "-m", "silica", "tools"]
     rows = json.loads(subprocess.run([*cli, "list", "--json"], capture_output=True, text=True,
                                      check=True).stdout)

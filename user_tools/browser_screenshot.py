@@ -26,6 +26,7 @@ Metadata:
     tags: image, browser, web, screenshot
     long_running: false
     timeout: 120
+    network: *
 """
 
 import base64

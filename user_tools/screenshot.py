@@ -30,6 +30,7 @@ Metadata:
     tags: image, screen, desktop
     long_running: false
     timeout: 30
+    display: true
 """
 
 import base64

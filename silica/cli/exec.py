@@ -18,6 +18,7 @@ def exec_command(
     save_images: Path | None = None,
     timeout: float | None = None,
     cwd: Path | None = None,
+    sandbox: Annotated[bool, Parameter(negative="")] = False,
 ):
     """Run a command as silica runs a tool and show what a model gets from its output.
 
@@ -42,6 +43,10 @@ def exec_command(
         Seconds before the command is stopped (default: [tools] timeout in config.toml).
     cwd
         Folder to run the command in (default: the current folder).
+    sandbox
+        Run it in the sandbox a tool gets: only the folder writable, credentials hidden, the
+        network of [shell] network (none by default). Your own command runs unconfined
+        without it.
     """
     import asyncio
 
@@ -61,10 +66,15 @@ def exec_command(
     if not folder.is_dir():
         fail(f"--cwd {cwd} is not a folder; give an existing folder to run the command in", 2)
     box = toolbox(provider)
+    confined = None
+    if sandbox:
+        from silica.tools.shell import shell_sandbox
+
+        confined = shell_sandbox(box.settings, folder, label="exec")
     run = asyncio.run(run_command(
         shell if shell is not None else list(command), cwd=folder,
         timeout=timeout or box.timeout, pm=box.pm, policy=box.options.env_policy,
-        image_limits=box.image_limits, stdout_cap=box.stdout_cap))
+        image_limits=box.image_limits, stdout_cap=box.stdout_cap, sandbox=confined))
     if run.status in (NOT_FOUND, NOT_EXECUTABLE) and run.raw.error:
         fail(f"could not run {run.raw.error}", run.status)
     if json_:

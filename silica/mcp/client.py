@@ -18,10 +18,12 @@ import os
 import re
 import threading
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from silica.config import McpServerSettings
 from silica.errors import SilicaError
+from silica.security.sandbox import SandboxPolicy
 from silica.security.server_start import ServerStart
 
 _STDERR_TAIL = 600  # characters of stderr quoted in a message
@@ -94,20 +96,44 @@ def expand_headers(name: str, headers: Mapping[str, str],
 
 
 def transport(name: str, server: McpServerSettings, stderr: IO[str] | None,
-              start: ServerStart | None = None):
+              start: ServerStart | None = None, sandbox: SandboxPolicy | None = None):
     """The SDK transport (an async context manager of the two streams) for ``server``; a
     stdio server runs ``start.command`` in ``start.cwd`` (``silica.security.server_start``
-    decides both; every stdio server silica starts is given one)."""
+    decides both; every stdio server silica starts is given one), confined by ``sandbox``
+    (``silica.security.sandbox``) with its start folder writable."""
     if server.url:
         return _http(name, server)
+    if start is None:
+        raise ValueError("a stdio MCP server needs its ServerStart")
+    return _stdio(name, server, stderr, start, sandbox)
+
+
+@contextlib.asynccontextmanager
+async def _stdio(name: str, server: McpServerSettings, stderr: IO[str] | None,
+                 start: ServerStart, sandbox: SandboxPolicy | None) -> AsyncIterator[Any]:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    if start is None:
-        raise ValueError("a stdio MCP server needs its ServerStart")
-    params = StdioServerParameters(command=start.command, args=server.args,
-                                   env=server.env or None, cwd=start.cwd)
-    return stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
+    from silica.paths import cache_dir
+    from silica.tools.confined import Sandboxed, SandboxRefused, confined_command
+
+    confined = None
+    if sandbox is not None:
+        confinement = sandbox.confinement(
+            label=f"the MCP server {name!r}", workspace=start.cwd, network=server.network,
+            writable=[Path(p).expanduser() for p in server.write], readable=[start.cwd])
+        confined = Sandboxed(sandbox, confinement, cache_dir())
+    try:
+        async with confined_command([start.command, *server.args], confined,
+                                    start.cwd) as (argv, extra, _proxy):
+            env = {**server.env, **extra} if (server.env or extra) else None
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env,
+                                           cwd=start.cwd)
+            client = stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
+            async with client as streams:
+                yield streams
+    except SandboxRefused as exc:
+        raise McpServerError(str(exc)) from None
 
 
 @contextlib.asynccontextmanager

@@ -57,6 +57,7 @@ from silica.mcp.client import (
     unparsed,
 )
 from silica.mcp.content import result_of
+from silica.security.sandbox import SandboxPolicy
 from silica.security.server_start import ServerStart, server_start
 
 T = TypeVar("T")
@@ -201,7 +202,8 @@ class _Connection:
                 self._spawn(self._refresh())  # not here: the reader must go on reading
 
         try:
-            streams = transport(self.name, self.server, tail.writer if tail else None, start)
+            streams = transport(self.name, self.server, tail.writer if tail else None, start,
+                                self.manager.sandbox)
             async with Client(streams, message_handler=on_message, cache=None) as client:
                 if not ready.done():
                     ready.set_result(client)
@@ -323,6 +325,8 @@ class McpConnections:
         self._listeners: list[Listener] = []
         self.save: Callable[[str, McpServerSettings, list[Any]], None] = lambda *_: None
         """Called with each list fetched live (``silica.mcp.source`` keeps it on disk)."""
+        self.sandbox: SandboxPolicy | None = None
+        """How stdio servers are confined (set from the settings by ``silica.mcp.source``)."""
 
     # -- use ----------------------------------------------------------------------------
 

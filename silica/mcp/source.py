@@ -34,7 +34,8 @@ from silica.config import McpServerSettings, Settings
 from silica.fsutil import write_atomic
 from silica.mcp.client import McpServerError
 from silica.mcp.connections import config_key, connections
-from silica.paths import cache_dir
+from silica.paths import cache_dir, silica_home
+from silica.security.sandbox import SandboxPolicy
 from silica.security.server_start import server_start
 from silica.tools.builtin import BuiltinTool, ToolContext
 
@@ -79,6 +80,7 @@ def mcp_tools(settings: Settings) -> list[BuiltinTool]:
         cached = {n: t for n, s in servers.items() if (t := _load(n, s)) is not None}
     manager = connections()
     manager.save = _save
+    manager.sandbox = SandboxPolicy.from_settings(settings, silica_home())
     live = {n: s for n, s in servers.items() if n not in cached}
     listings = dict(zip(live, manager.list_all_blocking(live, timeout), strict=True)) \
         if live else {}

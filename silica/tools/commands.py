@@ -9,7 +9,8 @@
 The command gets what a tool file gets: silica's environment without its secrets (``tool_env``
 with the ``EnvPolicy`` given, plus what the ``silica_tool_env`` plugins add, e.g.
 ``AGENT_GRAPHICS``), stdin closed, stdout capped, a timeout, and nothing it starts outlives it
-(``run_process``). Images its output holds are checked off the event loop (``off_loop``).
+(``run_process``); the shell tool's commands (and ``silica exec --sandbox``) run in the
+sandbox (``run_confined``). Images its output holds are checked off the event loop (``off_loop``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from silica.blocks import ToolResult
 from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.plugins import get_plugin_manager
 from silica.security.env import EnvPolicy
+from silica.tools.confined import Sandboxed
 from silica.tools.environment import tool_env
 from silica.tools.model import DEFAULT_STDOUT_CAP, RawOutput
 
@@ -91,16 +93,17 @@ async def run_command(command: Sequence[str] | str, *, cwd: Path, timeout: float
                       pm: pluggy.PluginManager | None = None,
                       policy: EnvPolicy | None = None,
                       image_limits: ImageLimits = ANTHROPIC,
-                      stdout_cap: int = DEFAULT_STDOUT_CAP) -> CommandRun:
+                      stdout_cap: int = DEFAULT_STDOUT_CAP,
+                      sandbox: Sandboxed | None = None) -> CommandRun:
     """Run ``command`` (an argv, never through a shell; or a str, a ``/bin/sh -c`` line) in
     ``cwd`` and build its result as a tool's is built (``build_result``, fitted to
-    ``image_limits``).
+    ``image_limits``), confined as ``sandbox`` says (unconfined when it is ``None``).
 
     Never raises for the command: one that cannot be found or started gives an ``is_error``
     result saying so, with ``status`` ``NOT_FOUND`` or ``NOT_EXECUTABLE``, and runs nothing.
     """
     from silica.results.pipeline import build_result
-    from silica.tools.runner import run_process
+    from silica.tools.confined import run_confined
     from silica.tools.workers import off_loop
 
     pm = pm or get_plugin_manager()
@@ -119,8 +122,8 @@ async def run_command(command: Sequence[str] | str, *, cwd: Path, timeout: float
         return CommandRun(ToolResult.error(f"[{why}]"), raw, status)
     env = tool_env(pm, Path(program), policy)
     deadline = time.monotonic() + timeout
-    raw = await run_process(argv, env=env, cwd=cwd, timeout=timeout,
-                            stdout_cap=stdout_cap)
+    raw = await run_confined(argv, sandbox=sandbox, env=env, cwd=cwd, timeout=timeout,
+                             stdout_cap=stdout_cap)
     # Images are checked off the event loop, within what is left of the call's time.
     work = partial(build_result, raw, pm, image_limits, deadline=deadline)
     result = await off_loop(work, deadline=deadline,

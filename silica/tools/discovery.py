@@ -29,13 +29,13 @@ import pluggy
 from pydantic import ValidationError
 
 from silica.config import Settings
-from silica.errors import UvNotFound
 from silica.security.env import EnvPolicy
+from silica.security.sandbox import SandboxPolicy
 from silica.security.trust import trust_command
 from silica.tools.builtin import BuiltinTool
 from silica.tools.cache import SpecCache, spec_cache_key
 from silica.tools.clashes import BUILTIN_ORIGIN, resolve_clashes
-from silica.tools.environment import from_pack, granted_env, tool_env
+from silica.tools.environment import from_pack, granted_env, tool_env, tool_sandbox
 from silica.tools.helper import HELPER_NAME, ensure_helper, helper_version
 from silica.tools.metadata import parse_metadata
 from silica.tools.model import (
@@ -47,7 +47,7 @@ from silica.tools.model import (
     explain_validation_error,
 )
 from silica.tools.spec_output import parse_toolspec_output, refusal_hint
-from silica.tools.uvbin import find_uv, uv_identity
+from silica.tools.uvbin import uv_identity
 
 Progress = Callable[[int, int], None]
 # Built-in tools sit after every folder a plugin may add, so any tool file beats them.
@@ -62,6 +62,8 @@ class DiscoveryOptions:
     # Secrets withheld from tools and those granted (``silica.security.env``).
     env_policy: EnvPolicy = field(default_factory=EnvPolicy)
     allow_shadow_builtins: bool = False
+    # How tool processes are confined (``silica.security.sandbox``); None: unconfined.
+    sandbox: SandboxPolicy | None = None
 
 
 @dataclass
@@ -149,7 +151,7 @@ async def _complete(result: Discovery, files: list[_File], pm, cache: SpecCache,
     # names it wins, so a shadowed tool never receives what was granted to its namesake.
     for f, tools in per_file:
         if _needs_authorization(f, tools):
-            _mark_unauthorized(tools, await _check_authorization(f, tools, pm, options))
+            _mark_unauthorized(tools, await _check_authorization(f, tools, pm, cache, options))
     return _note_env(result, options)
 
 
@@ -160,12 +162,16 @@ def _settle(result: Discovery, options: DiscoveryOptions) -> None:
 
 
 def _note_env(result: Discovery, options: DiscoveryOptions) -> Discovery:
-    """Note what each tool asked for of the environment and what it gets."""
+    """Note what each tool asked for of the environment and the sandbox, and what it gets."""
     environ = dict(os.environ)
     for tool in result.all_tools:
         if tool.builtin is None and tool.status is not ToolStatus.UNTRUSTED:
             tool.env_access = options.env_policy.access(
                 environ, tool.name, tool.metadata.env, from_pack(tool))
+            if options.sandbox is not None:
+                meta = tool.metadata
+                tool.sandbox = options.sandbox.access(tool.name, meta.network, meta.write,
+                                                      meta.display, from_pack(tool))
     return result
 
 
@@ -321,16 +327,15 @@ async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: Discover
 
 
 async def _fetch(f: _File, pm, cache: SpecCache, options: DiscoveryOptions) -> None:
-    try:
-        uv = find_uv()
-    except UvNotFound as exc:
-        f.error = str(exc)
-        return
-    from silica.tools.runner import run_process  # not imported when every spec is cached
+    from silica.tools.confined import run_script  # not imported when every spec is cached
 
-    raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--toolspec"],
-                            env=tool_env(pm, f.path, options.env_policy), cwd=f.path.parent,
-                            timeout=options.spec_timeout, stdout_cap=8 * 1024 * 1024)
+    caches = cache.folder.parent
+    raw = await run_script(f.path, ["--toolspec"],
+                           sandbox=tool_sandbox(options.sandbox, f.path, [],
+                                                workspace=None, cache_folder=caches),
+                           env=tool_env(pm, f.path, options.env_policy),
+                           timeout=options.spec_timeout, cache_folder=caches / "envs",
+                           stdout_cap=8 * 1024 * 1024)
     if raw.error:
         f.error = raw.error
     elif raw.timed_out:
@@ -394,20 +399,20 @@ def _mark_unauthorized(tools: list[Tool], check: tuple[bool, str]) -> None:
                 t.status, t.reason = ToolStatus.NEEDS_AUTHORIZATION, message
 
 
-async def _check_authorization(f: _File, tools: list[Tool], pm,
+async def _check_authorization(f: _File, tools: list[Tool], pm, cache: SpecCache,
                                options: DiscoveryOptions) -> tuple[bool, str]:
     """Run ``FILE --authorize``: exit 0 and (JSON ``success`` true, or no JSON) means ok."""
-    try:
-        uv = find_uv()
-    except UvNotFound as exc:
-        return False, str(exc)
-    from silica.tools.runner import run_process
+    from silica.tools.confined import run_script
 
     winners = [t for t in tools if t.ok]  # a shadowed name's grants are not this file's
-    raw = await run_process([uv, "run", "--quiet", "--script", str(f.path), "--authorize"],
-                            env=tool_env(pm, f.path, options.env_policy,
-                                         granted_env(winners, options.env_policy)),
-                            cwd=f.path.parent, timeout=options.auth_timeout, stdout_cap=1024 * 1024)
+    caches = cache.folder.parent
+    raw = await run_script(f.path, ["--authorize"],
+                           sandbox=tool_sandbox(options.sandbox, f.path, winners,
+                                                workspace=None, cache_folder=caches),
+                           env=tool_env(pm, f.path, options.env_policy,
+                                        granted_env(winners, options.env_policy)),
+                           timeout=options.auth_timeout, cache_folder=caches / "envs",
+                           stdout_cap=1024 * 1024)
     if raw.timed_out:
         return False, f"--authorize did not finish within {options.auth_timeout:g} s"
     if raw.error or raw.exit_code != 0:

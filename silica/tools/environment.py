@@ -1,4 +1,5 @@
-"""The environment one tool run gets: silica's own without secrets, plus its grants."""
+"""What one tool run gets: silica's environment without secrets plus its granted ones, and
+its sandbox (the confinement with its granted hosts, paths and display)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from silica.security.env import EnvPolicy
+from silica.security.sandbox import SandboxPolicy
+from silica.tools.confined import Sandboxed
 from silica.tools.model import Tool
 
 
@@ -28,3 +31,26 @@ def granted_env(tools: Sequence[Tool], policy: EnvPolicy) -> list[str]:
 
 def from_pack(tool: Tool) -> bool:
     return tool.folder.origin.startswith("pack:")
+
+
+def tool_sandbox(policy: SandboxPolicy | None, path: Path, tools: Sequence[Tool], *,
+                 workspace: Path | None, cache_folder: Path | None) -> Sandboxed | None:
+    """The sandbox of one run of the file at ``path``: with the grants of ``tools`` (the
+    names it runs as; none for a ``--toolspec`` run), writing to ``workspace`` (if any)."""
+    if policy is None:
+        return None
+    network: list[str] = []
+    write: list[str] = []
+    display = False
+    confs = [policy.for_tool(t.name, t.metadata.network, t.metadata.write,
+                             t.metadata.display, from_pack(t), workspace=workspace,
+                             readable=[path.parent]) for t in tools]
+    for c in confs:
+        network += c.network
+        write += map(str, c.writable)
+        display = display or c.display
+    label = tools[0].name if len(tools) == 1 else path.stem
+    conf = policy.confinement(label=label, workspace=workspace, network=network,
+                              writable=[Path(w) for w in dict.fromkeys(write)],
+                              display=display, readable=[path.parent])
+    return Sandboxed(policy, conf, cache_folder)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from silica.security.env import EnvAccess
+from silica.security.sandbox import SandboxAccess
 
 if TYPE_CHECKING:
     from silica.tools.builtin import BuiltinTool
@@ -99,6 +100,9 @@ class ToolMetadata(BaseModel):
     requires_auth: bool = False
     timeout: float | None = None
     env: list[str] = Field(default_factory=list)  # secret variables the tool asks for
+    network: list[str] = Field(default_factory=list)  # hosts it asks to reach
+    write: list[str] = Field(default_factory=list)  # paths outside the workspace it asks for
+    display: bool = False  # it asks for the X display (a screenshot tool)
     extra: dict[str, str] = Field(default_factory=dict)
 
 
@@ -117,6 +121,7 @@ class Tool:
     multi: bool = False  # declared in a multi-tool file (runs through a subcommand)
     builtin: BuiltinTool | None = None  # a built-in tool runs in-process, not from ``path``
     env_access: EnvAccess | None = None  # secrets asked for and granted (set by discovery)
+    sandbox: SandboxAccess | None = None  # network, writes, display asked and granted
 
     @property
     def ok(self) -> bool:
@@ -139,6 +144,7 @@ class Tool:
             "category": self.metadata.category,
             "tags": self.metadata.tags,
             "env": (self.env_access or EnvAccess()).to_json(),
+            "sandbox": self.sandbox.to_json() if self.sandbox else None,
         }
 
 
@@ -160,6 +166,7 @@ class RawOutput:
     stdout_cut: bool = False  # stdout passed its cap; the tool was stopped there
     stderr_dropped: int = 0  # leading stderr bytes not kept (the tail is kept)
     error: str = ""  # why the process could not run at all
+    notes: list[str] = field(default_factory=list)  # silica's own words on the run (sandbox)
 
     @property
     def failed(self) -> bool:
@@ -174,7 +181,8 @@ class RawOutput:
         return text if len(text) <= limit else "..." + text[-limit:]
 
     def problems(self) -> list[str]:
-        """Sentences for what went wrong, for the model and the user (empty on success)."""
+        """Sentences for what went wrong, for the model and the user, and silica's notes
+        (e.g. hosts the sandbox refused); empty on a clean success."""
         out = []
         if self.error:
             out.append(f"[{self.error}]")
@@ -187,4 +195,4 @@ class RawOutput:
             out.append(f"[the tool exited with code {self.exit_code}]")
         if self.failed and self.stderr.strip():
             out.append("stderr:\n" + self.stderr_tail())
-        return out
+        return [*out, *self.notes]

@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from silica.blocks import ToolResult
 from silica.config import CONFIG_NAME, Settings, ShellSettings
 from silica.images.limits import ANTHROPIC
-from silica.paths import silica_home
+from silica.paths import cache_dir, silica_home
+from silica.security.sandbox import SandboxPolicy
 from silica.tools.builtin import BuiltinTool, ToolContext
+from silica.tools.confined import Sandboxed
 
 EVERYTHING = "*"  # the pattern alone allows every command (what --allow-shell sets)
 
@@ -168,8 +171,18 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
                                 f"whole time ({limit:g} s); ask for it again]")
     policy = EnvPolicy(withhold=(*withhold_from_environment(), *settings.tools.env_withhold))
     done = await run_command(command, cwd=context.workdir, timeout=min(float(asked), left),
-                             policy=policy, image_limits=settings.images.apply(ANTHROPIC))
+                             policy=policy, image_limits=settings.images.apply(ANTHROPIC),
+                             sandbox=shell_sandbox(settings, context.workdir))
     return done.result
+
+
+def shell_sandbox(settings: Settings, workdir: Path, label: str = "shell") -> Sandboxed:
+    """Where a shell command runs: the sandbox with ``workdir`` writable and the network of
+    ``[shell] network`` (none by default)."""
+    sandbox = SandboxPolicy.from_settings(settings, silica_home())
+    confinement = sandbox.confinement(label=label, workspace=workdir,
+                                      network=settings.shell.network)
+    return Sandboxed(sandbox, confinement, cache_dir())
 
 
 def shell_tool(settings: Settings) -> BuiltinTool:

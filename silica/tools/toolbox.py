@@ -30,13 +30,14 @@ import pluggy
 
 from silica.blocks import Block, ImageBlock, TextBlock, ToolResult
 from silica.config import Settings
-from silica.errors import InvalidInput, ToolNotFound, UvNotFound
+from silica.errors import InvalidInput, ToolNotFound
 from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
 from silica.plugins import get_plugin_manager
 from silica.results.pipeline import build_result, prepare_images
 from silica.security.env import EnvPolicy, withhold_from_environment
+from silica.security.sandbox import SandboxPolicy
 from silica.security.text import safe_text
 from silica.tools.argv import build_arguments, subcommand_for
 from silica.tools.builtin import ToolContext
@@ -48,9 +49,8 @@ from silica.tools.discovery import (
     discover,
     discover_blocking,
 )
-from silica.tools.environment import granted_env, tool_env
+from silica.tools.environment import granted_env, tool_env, tool_sandbox
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
-from silica.tools.uvbin import find_uv
 from silica.tools.workers import off_loop
 
 DEFAULT_TIMEOUT = 60.0
@@ -83,8 +83,9 @@ class Toolbox:
                       *tools.env_withhold),
             grants={**options.env_policy.grants,
                     **{k: tuple(v) for k, v in tools.env_grant.items()}})
+        sandbox = options.sandbox or SandboxPolicy.from_settings(self.settings, self.home)
         self.options = dataclasses.replace(
-            options, env_policy=policy,
+            options, env_policy=policy, sandbox=sandbox,
             allow_shadow_builtins=options.allow_shadow_builtins or tools.allow_shadow_builtins)
         if timeout is None:
             timeout = self.settings.tools.timeout if settings else DEFAULT_TIMEOUT
@@ -173,22 +174,23 @@ class Toolbox:
                 f"the file of {tool.name} ({tool.path}) is gone since the tools were "
                 "discovered; run 'silica tools list' to see what is there now")
         try:
-            uv = find_uv()
             tokens = build_arguments(tool.spec, arguments)
-        except (UvNotFound, InvalidInput) as exc:
+        except InvalidInput as exc:
             return ToolResult.error(str(exc))
         sub = subcommand_for(tool.spec, tool.path, tool.multi)
-        argv = [uv, "run", "--quiet", "--script", str(tool.path), *([sub] if sub else []),
-                *tokens]
-        from silica.tools.runner import run_process
+        from silica.tools.confined import run_script
 
         policy = self.options.env_policy
         timeout = tool.metadata.timeout or self.timeout
         deadline = time.monotonic() + timeout
-        raw = await run_process(argv, env=tool_env(self.pm, tool.path, policy,
-                                                   granted_env([tool], policy)),
-                                cwd=tool.path.parent, timeout=timeout,
-                                stdout_cap=self.stdout_cap, on_stderr_line=on_stderr_line)
+        caches = cache_dir(self.home)
+        env = tool_env(self.pm, tool.path, policy, granted_env([tool], policy))
+        env["SILICA_WORKDIR"] = str(self.cwd)  # the workspace: where it may write
+        raw = await run_script(tool.path, [*([sub] if sub else []), *tokens],
+                               sandbox=tool_sandbox(self.options.sandbox, tool.path, [tool],
+                                                    workspace=self.cwd, cache_folder=caches),
+                               env=env, timeout=timeout, cache_folder=caches / "envs",
+                               stdout_cap=self.stdout_cap, on_stderr_line=on_stderr_line)
         # Images are checked off the event loop, within what is left of the call's time.
         work = partial(build_result, raw, self.pm, self.image_limits, deadline=deadline)
         return await off_loop(work, deadline=deadline,

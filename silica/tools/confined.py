@@ -1,0 +1,154 @@
+"""Running one tool process in its sandbox: the call's folder, its proxy, the mode's rules.
+
+    raw = await run_confined(argv, sandbox=Sandboxed(policy, confinement), env=env, cwd=cwd,
+                             timeout=60)
+    raw = await run_script(path, ["--toolspec"], sandbox=..., env=env, timeout=120)
+
+``run_confined`` wraps ``run_process`` (bounded output, a timeout, nothing left running): it
+makes the call's private folder (``/tmp`` inside, removed afterwards), starts the network
+proxy when the tool was granted hosts, builds the confined command (``silica.tools.sandbox``)
+and applies ``[sandbox] mode``:
+
+- ``require``: a process that cannot be confined as its policy says is not started; the
+  result's ``error`` names what is missing and how to fix it;
+- ``best-effort`` (the default): it runs with the layers that work, and silica says once, on
+  its stderr, what is not confined;
+- ``off``: it runs as the user, unconfined.
+
+``run_script`` runs a tool file: uv makes its environment outside (``silica.tools.pyenv``),
+then only the file's own code runs, confined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from silica.security.sandbox import Confinement, SandboxPolicy
+from silica.security.text import safe_text
+from silica.tools.model import DEFAULT_STDERR_CAP, DEFAULT_STDOUT_CAP, RawOutput
+from silica.tools.runner import run_process
+
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Sandboxed:
+    """How one process runs: the user's policy and this run's confinement."""
+
+    policy: SandboxPolicy
+    confinement: Confinement
+    cache_folder: Path | None = None  # where the probe's answer is kept
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned:
+        _warned.add(text)
+        print(safe_text(f"silica: {text}"), file=sys.stderr)
+
+
+class SandboxRefused(Exception):
+    """``[sandbox] mode = "require"`` and this process cannot be confined; the message says
+    what is missing and how to fix it."""
+
+
+@contextlib.asynccontextmanager
+async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path):
+    """``(command, env, proxy)`` for running ``argv`` confined while the context lasts: the
+    command line, what to add to its environment (``TMPDIR``, the call's folder) and the
+    proxy (``None`` without one; its ``denied`` hosts are known afterwards). Raises
+    ``SandboxRefused`` under ``require`` when a layer is missing."""
+    if sandbox is None or sandbox.policy.mode == "off":
+        yield argv, {}, None
+        return
+    from silica.tools.sandbox import PROXY_NAME, probe, wrap
+
+    conf = sandbox.confinement
+    layers = probe(sandbox.cache_folder)
+    missing = layers.missing(conf)
+    if missing and sandbox.policy.mode == "require":
+        raise SandboxRefused(
+            "silica sandbox: " + conf.label + " was not run, because [sandbox] mode = "
+            "\"require\" and this machine cannot confine " + "; ".join(missing) +
+            ". Fix that (see 'silica sandbox'), or set [sandbox] mode = \"best-effort\"")
+    if missing:
+        _warn_once("tools run only partly confined here: not confined: " + "; ".join(missing)
+                   + " (see 'silica sandbox'; [sandbox] mode = \"require\" refuses instead)")
+    call_dir = Path(tempfile.mkdtemp(prefix="silica-call-"))
+    try:
+        async with _proxy(conf, call_dir / PROXY_NAME) as proxy:
+            yield (wrap(argv, conf, layers, cwd=cwd, call_dir=call_dir,
+                        proxy_port_socket=call_dir / PROXY_NAME),
+                   {"TMPDIR": str(call_dir)}, proxy)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, call_dir, True)
+
+
+def denied_note(label: str, proxy) -> str:
+    """What the person and the model are told about hosts the proxy refused ("" if none)."""
+    if proxy is None or not proxy.denied:
+        return ""
+    return "".join(f"\n[silica: {label} may not reach {host} (not granted). Grant it in "
+                   f"config.toml: [tools.network_grant] {label} = "
+                   f"[\"{host.rsplit(':', 1)[0]}\"]]" for host in dict.fromkeys(proxy.denied))
+
+
+async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
+                       env: dict[str, str] | None, cwd: Path | None, timeout: float,
+                       stdout_cap: int = DEFAULT_STDOUT_CAP,
+                       stderr_cap: int = DEFAULT_STDERR_CAP,
+                       on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
+    """Run ``argv`` as ``run_process`` does, confined as ``sandbox`` says (unconfined when
+    ``sandbox`` is ``None`` or its mode is ``off``)."""
+    try:
+        async with confined_command(argv, sandbox, cwd or Path.cwd()) as (command, extra,
+                                                                           proxy):
+            raw = await run_process(command, env={**(os.environ if env is None else env), **extra},
+                                    cwd=cwd, timeout=timeout, stdout_cap=stdout_cap,
+                                    stderr_cap=stderr_cap, on_stderr_line=on_stderr_line)
+            if sandbox is not None and (note := denied_note(sandbox.confinement.label, proxy)):
+                raw.notes.append(note.strip())
+    except SandboxRefused as exc:
+        return RawOutput(b"", b"", None, 0.0, error=str(exc))
+    return raw
+
+
+@contextlib.asynccontextmanager
+async def _proxy(conf: Confinement, socket_path: Path):
+    if conf.network_kind != "proxy":
+        yield None
+        return
+    from silica.security.netproxy import HostRules, NetworkProxy
+
+    async with NetworkProxy(HostRules.parse(list(conf.network)), socket_path,
+                            tool=conf.label) as proxy:
+        yield proxy
+
+
+async def run_script(path: Path, args: list[str], *, sandbox: Sandboxed | None,
+                     env: dict[str, str], timeout: float, cache_folder: Path | None = None,
+                     stdout_cap: int = DEFAULT_STDOUT_CAP,
+                     on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
+    """Run the tool file ``path`` with ``args`` in its own folder: its environment made by
+    uv (within ``timeout``), then the file run confined with the time left."""
+    import time
+
+    from silica.tools.pyenv import script_python
+
+    started = time.monotonic()
+    found = await script_python(path, timeout=timeout, env=env, cache_folder=cache_folder)
+    if isinstance(found, str):
+        return RawOutput(b"", b"", None, time.monotonic() - started, error=found)
+    left = max(0.1, timeout - (time.monotonic() - started))
+    raw = await run_confined(found.argv(path, args), sandbox=sandbox, env=found.environ(env),
+                             cwd=path.parent, timeout=left, stdout_cap=stdout_cap,
+                             on_stderr_line=on_stderr_line)
+    raw.duration, raw.timeout = time.monotonic() - started, timeout
+    return raw

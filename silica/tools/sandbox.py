@@ -1,0 +1,286 @@
+"""The sandbox launcher: the command line that runs one tool process confined.
+
+    layers = probe()                      # what works on this machine (cached per boot)
+    argv = wrap(argv, confinement, layers, cwd=..., call_dir=..., proxy_socket=...)
+
+Two layers, each optional, both used where they work (the policy is
+``silica.security.sandbox``):
+
+- **bubblewrap** (user namespaces): its own PID namespace and ``/proc``, IPC and UTS
+  namespaces, no network namespace unless the tool has the whole network, ``/`` read-only,
+  the hidden paths masked (an empty folder, or ``/dev/null`` for a file), the workspace, the
+  call's folder (``/tmp`` inside) and granted paths writable, protected paths read-only again,
+  every capability dropped, a new session (no terminal to push input into), and it dies with
+  its parent (the runner's reaper, which stays outside).
+- **the in-sandbox stage** (``confine.py``, inside bubblewrap or alone): no new privileges,
+  a seccomp filter (no ptrace, ``process_vm_*``, keyring, TIOCSTI, namespaces, mounts; no
+  sockets but Unix ones without network), Landlock (writes only where allowed; outside
+  bubblewrap also reads, with the hidden paths left out) and, for a tool granted hosts, the
+  forwarder from ``127.0.0.1`` inside to silica's proxy.
+
+A path is mounted after every path above it, so a workspace inside a hidden folder and a
+hidden folder inside the workspace both come out right.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from silica.security.sandbox import Confinement
+
+CONFINE = Path(__file__).with_name("confine.py")
+# Without a PID namespace, /proc/<pid>/environ of the user's other processes stays readable
+# under Landlock: then only these of /proc are.
+_PROC_READABLE = ("/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo",
+                  "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/version",
+                  "/proc/filesystems", "/proc/sys/kernel", "/proc/sys/vm")
+PROXY_NAME = "proxy.sock"
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+            "/dev/shm", "/dev/pts", "/dev/ptmx")
+_X11 = "/tmp/.X11-unix"
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Layers:
+    """What confinement works here: ``bwrap`` is its path when a sandbox could be started
+    (else ``bwrap_problem`` says why and what to do); Landlock's ABI (0: none); seccomp."""
+
+    bwrap: str | None = None
+    bwrap_problem: str = ""
+    landlock_abi: int = 0
+    seccomp: bool = False
+    platform: str = sys.platform
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def missing(self, confinement: Confinement | None = None) -> list[str]:
+        """What of ``confinement`` (any tool's, when ``None``) these layers leave
+        unconfined, one phrase each."""
+        if not self.platform.startswith("linux"):
+            return [f"every layer ({self.platform} has neither namespaces nor Landlock; "
+                    "tools run with your full rights)"]
+        out: list[str] = []
+        if not self.bwrap:
+            out.append(f"other processes are visible and a granted tool's hosts are not "
+                       f"checked (no bubblewrap: {self.bwrap_problem})")
+            if not self.landlock_abi:
+                out.append("files and other processes' /proc (no Landlock: Linux 5.13 or "
+                           "later with lsm=landlock)")
+        if not self.seccomp:
+            out.append("ptrace and the network (no seccomp)")
+        if confinement is not None and confinement.network_kind == "proxy" and not self.bwrap:
+            out.append(f"the hosts {confinement.label} may reach (without a network "
+                       "namespace its network is limited by port only)")
+        return out
+
+
+def _identity() -> str:
+    """What the probe's answer depends on: this boot, this user, the bwrap binary."""
+    parts = [str(os.getuid()), sys.executable, str(CONFINE.stat().st_mtime_ns)]
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+    except OSError:
+        parts.append("no-boot-id")
+    found = shutil.which("bwrap")
+    if found:
+        st = os.stat(found)
+        parts.append(f"{found}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+@functools.cache
+def probe(cache_folder: Path | None = None) -> Layers:
+    """The layers that work on this machine, found by starting each once (about 30 ms), the
+    answer kept for this boot under ``cache_folder``."""
+    key = _identity()
+    cached = cache_folder / f"sandbox-{key}.json" if cache_folder else None
+    if cached is not None:
+        try:
+            entry = json.loads(cached.read_text(encoding="utf-8"))
+            if entry.pop("format") == _FORMAT:
+                return Layers(**entry)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    layers = _probe_now()
+    if cached is not None:
+        from silica.fsutil import write_atomic
+
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(cached, json.dumps({"format": _FORMAT, **layers.to_json()}))
+        except OSError:
+            pass
+    return layers
+
+
+def fresh_probe() -> Layers:
+    """The layers that work now (``probe`` without its cache: for ``silica sandbox``)."""
+    return _probe_now()
+
+
+def _probe_now() -> Layers:
+    if not sys.platform.startswith("linux"):
+        return Layers(bwrap_problem=f"{sys.platform} has no user namespaces")
+    abi, seccomp = 0, False
+    try:
+        done = subprocess.run([*_confine_command(), "--probe"],
+                              capture_output=True, timeout=10, check=False)
+        answer = json.loads(done.stdout)
+        abi, seccomp = int(answer.get("landlock_abi", 0)), bool(answer.get("seccomp"))
+    except (OSError, ValueError, subprocess.SubprocessError, AttributeError):
+        pass
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return Layers(bwrap_problem="bubblewrap is not installed; install the package "
+                      "'bubblewrap' (apt-get install bubblewrap, dnf install bubblewrap)",
+                      landlock_abi=abi, seccomp=seccomp)
+    try:
+        done = subprocess.run([bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                               "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                               "--dev", "/dev", "--", "/bin/true"],
+                              capture_output=True, timeout=10, check=False)
+        said = done.stderr.decode(errors="replace").strip()
+        ok = done.returncode == 0
+    except (OSError, subprocess.SubprocessError) as exc:
+        ok, said = False, str(exc)
+    if ok:
+        return Layers(bwrap=bwrap, landlock_abi=abi, seccomp=seccomp)
+    return Layers(bwrap_problem=_why_no_namespaces(said), landlock_abi=abi, seccomp=seccomp)
+
+
+def _why_no_namespaces(said: str) -> str:
+    """bubblewrap's failure, and the machine setting behind it with its fix."""
+    def setting(name: str) -> str:
+        try:
+            return Path("/proc/sys", name).read_text().strip()
+        except OSError:
+            return ""
+
+    line = said.splitlines()[-1] if said else "it failed"
+    if setting("kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (f"bubblewrap could not start ({line}): AppArmor restricts unprivileged user "
+                "namespaces here (kernel.apparmor_restrict_unprivileged_userns = 1, as on "
+                "Ubuntu 24.04); give bwrap an AppArmor profile that allows userns (see "
+                "docs/security.md) or run 'sudo sysctl "
+                "kernel.apparmor_restrict_unprivileged_userns=0'")
+    if setting("kernel/unprivileged_userns_clone") == "0":
+        return (f"bubblewrap could not start ({line}): unprivileged user namespaces are off "
+                "(kernel.unprivileged_userns_clone = 0); run 'sudo sysctl "
+                "kernel.unprivileged_userns_clone=1'")
+    if setting("user/max_user_namespaces") == "0":
+        return (f"bubblewrap could not start ({line}): user namespaces are off "
+                "(user.max_user_namespaces = 0); run 'sudo sysctl user.max_user_namespaces="
+                "15000'")
+    return f"bubblewrap could not start: {line}"
+
+
+def wrap(argv: list[str], confinement: Confinement, layers: Layers, *, cwd: Path,
+         call_dir: Path, proxy_port_socket: Path | None = None) -> list[str]:
+    """``argv`` as it runs confined by ``layers`` (``argv`` itself when none works)."""
+    stage = _stage(argv, confinement, layers, call_dir, proxy_port_socket)
+    if not layers.bwrap:
+        return stage
+    return [*_bwrap(confinement, layers.bwrap, cwd, call_dir), "--", *stage]
+
+
+def _stage(argv: list[str], c: Confinement, layers: Layers, call_dir: Path,
+           proxy_socket: Path | None) -> list[str]:
+    if not (layers.seccomp or layers.landlock_abi):
+        return argv
+    inside = layers.bwrap is not None
+    writes = [str(p) for p in ((c.workspace,) if c.workspace else ()) + c.writable]
+    writes += [str(call_dir), *_DEVICES]
+    policy: dict = {"write": writes, "network": c.network_kind,
+                    "landlock": "best-effort" if layers.landlock_abi else "off",
+                    "seccomp": "require" if layers.seccomp else "best-effort"}
+    if inside:
+        policy["read"] = ["/"]
+    else:
+        hidden = (*c.hidden, Path("/proc"))
+        policy["read"] = [*_readable_around(hidden), *map(str, c.visible), *_PROC_READABLE]
+    if c.network_kind == "proxy" and proxy_socket is not None:
+        policy["proxy_socket"] = str(proxy_socket)
+    return [*_confine_command(), "--policy", json.dumps(policy), "--", *argv]
+
+
+@functools.cache
+def _confine_command() -> tuple[str, ...]:
+    """How the in-sandbox stage starts (from its bytecode when it can be kept fresh)."""
+    from silica.tools.confine import script_command
+
+    return tuple(script_command())
+
+
+def _readable_around(hidden: tuple[Path, ...]) -> list[str]:
+    """Folders and files that together cover ``/`` except ``hidden`` (Landlock grants, it
+    cannot refuse beneath a grant): at each folder on the way to a hidden path, every entry
+    but the one leading there. Entries made later under those folders stay unreadable."""
+    tree: dict = {}
+    for path in hidden:
+        node = tree
+        for part in path.absolute().parts[1:]:
+            node = node.setdefault(part, {})
+        node[None] = True  # hidden itself: nothing beneath is read
+    out: list[str] = []
+
+    def walk(folder: Path, node: dict) -> None:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            return
+        for name in entries:
+            child = node.get(name)
+            if child is None:
+                out.append(str(folder / name))
+            elif None not in child:
+                walk(folder / name, child)
+
+    walk(Path("/"), tree)
+    return out
+
+
+def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+    if c.network_kind != "all":
+        args.append("--unshare-net")
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    mounts: list[tuple[Path, list[str]]] = [(call_dir, ["--bind", str(call_dir),
+                                                        str(call_dir)])]
+    for root in ((c.workspace,) if c.workspace else ()) + c.writable:
+        mounts.append((root, ["--bind-try", str(root), str(root)]))
+    hidden = [*c.hidden, *(() if c.display else (Path(_X11),))]
+    for path in map(_real, hidden):
+        if path.is_dir():
+            mounts.append((path, ["--tmpfs", str(path)]))
+        elif path.exists():
+            mounts.append((path, ["--ro-bind", "/dev/null", str(path)]))
+    for path in c.visible:
+        mounts.append((path, ["--ro-bind-try", str(path), str(path)]))
+    roots = [r for r in ((c.workspace,) if c.workspace else ()) + c.writable]
+    for path in c.protected:
+        if any(r == path or r in path.parents for r in roots) and path.exists():
+            mounts.append((path, ["--ro-bind", str(path), str(path)]))
+    # Outer paths first: a later mount on an inner path is what stays visible there.
+    for _, words in sorted(mounts, key=lambda m: len(m[0].parts)):
+        args += words
+    args += ["--chdir", str(cwd)]
+    return args
+
+
+def _real(path: Path) -> Path:
+    """Where ``path`` leads (a link to a secret hides its target), else itself."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
