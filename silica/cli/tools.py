@@ -21,6 +21,7 @@ from silica.cli.output import (
     table,
     warn,
 )
+from silica.config import Settings
 from silica.errors import SilicaError
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.tools.discovery import Discovery
@@ -63,15 +64,21 @@ def spec_progress():
         bar.stop()
 
 
-def toolbox(provider: str = "anthropic") -> Toolbox:
-    """A Toolbox with the user's settings (config.toml and environment) applied."""
+def user_settings() -> Settings:
+    """The user's settings (config.toml and environment); a bad file ends the command."""
     from silica.config import ConfigError, load_settings
-    from silica.images.limits import for_provider
 
     try:
-        settings = load_settings()
+        return load_settings()
     except ConfigError as exc:
         fail(str(exc))
+
+
+def toolbox(provider: str = "anthropic") -> Toolbox:
+    """A Toolbox with the user's settings (config.toml and environment) applied."""
+    from silica.images.limits import for_provider
+
+    settings = user_settings()
     return Toolbox(settings=settings, image_limits=settings.images.apply(for_provider(provider)))
 
 
@@ -92,11 +99,14 @@ def _summary(description: str, limit: int = 160) -> str:
 def tools_table(tools: list[Tool]):
     """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
     env = [t.env_access.summary() if t.env_access else "" for t in tools]
+    boxes = [t.sandbox.summary() if t.sandbox else "" for t in tools]
     columns = ["name", "status", "origin", "description / reason", "path"]
     if any(env):  # only when some tool asked for or was granted a secret
         columns.insert(4, "env (secrets)")
+    if any(boxes):
+        columns.insert(4, "sandbox")
     grid = table(*columns, whole=("name", "path"))
-    for t, secrets in zip(tools, env, strict=True):
+    for t, secrets, box in zip(tools, env, boxes, strict=True):
         style = _STATUS_STYLE.get(t.status, "red")
         about = _summary(t.spec.description) if t.ok and t.spec else t.reason
         # plain(): names, descriptions, reasons and paths come from outside; never markup
@@ -104,6 +114,8 @@ def tools_table(tools: list[Tool]):
                  plain(about), plain(t.path)]
         if any(env):
             cells.insert(4, plain(secrets))
+        if any(boxes):
+            cells.insert(4, plain(box))
         grid.add_row(*cells)
     return grid
 
