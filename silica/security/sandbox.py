@@ -24,7 +24,6 @@ tool asked for in its metadata (``network: api.example.org``, ``write: ~/Picture
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +50,16 @@ PROTECTED: tuple[str, ...] = (
 )
 """Paths read-only even inside a writable folder: start-up files and code that runs later."""
 
+HIDDEN_SYSTEM: tuple[str, ...] = (
+    "/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/podman",
+    "/run/snapd.socket", "/var/run/libvirt",
+)
+"""Sockets of daemons that act for whoever reaches them (a container engine is root)."""
+
 HIDDEN_IN_TMP: tuple[str, ...] = ("ssh-*", "tmux-*", ".ICE-unix", "gpg-*", "keyring-*",
                                   "pulse-*", "krb5cc*", "systemd-private-*")
-"""Sockets and tickets of the user's session in the shared temporary folder."""
+"""Sockets and tickets of the user's session in the shared temporary folder (matched when a
+run starts, by ``silica.tools.sandbox``), and other runs' own folders."""
 
 SILICA_HOME_READABLE: tuple[str, ...] = ("tools", "packs")
 """What of ``$SILICA_HOME`` a tool may read: the tool files themselves."""
@@ -159,9 +165,7 @@ class SandboxPolicy:
         if self.silica_home is not None:
             paths.append(self.silica_home)
         runtime = Path(f"/run/user/{os.getuid()}")
-        tmp = Path(tempfile.gettempdir())
-        paths += [runtime, *self.deny_read,
-                  *(p for pattern in HIDDEN_IN_TMP for p in tmp.glob(pattern))]
+        paths += [runtime, *map(Path, HIDDEN_SYSTEM), *self.deny_read]
         return tuple(dict.fromkeys(p.absolute() for p in paths))
 
     def confinement(self, *, label: str, workspace: Path | None,

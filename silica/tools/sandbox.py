@@ -24,17 +24,21 @@ hidden folder inside the workspace both come out right.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from silica.security.sandbox import Confinement
+from silica.security.sandbox import HIDDEN_IN_TMP, Confinement
 
 CONFINE = Path(__file__).with_name("confine.py")
 # Without a PID namespace, /proc/<pid>/environ of the user's other processes stays readable
@@ -184,6 +188,37 @@ def _why_no_namespaces(said: str) -> str:
     return f"bubblewrap could not start: {line}"
 
 
+def calls_root() -> Path:
+    """The folder every run's own folder is made in (``$TMPDIR`` inside): one per user, 0700.
+    Inside bubblewrap it is hidden but for the run's own, so no run reaches another's files
+    or its proxy's socket."""
+    root = Path(tempfile.gettempdir()) / f"silica-calls-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700)
+    except FileExistsError:
+        st = root.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise OSError(f"{root} is not a folder of this user; remove it") from None
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(root, 0o700)
+    return root
+
+
+def new_call_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="", dir=calls_root()))
+
+
+def _in_tmp() -> list[Path]:
+    """What of ``HIDDEN_IN_TMP`` is in the temporary folder now (one listing)."""
+    tmp = Path(tempfile.gettempdir())
+    pattern = re.compile("|".join(fnmatch.translate(p) for p in HIDDEN_IN_TMP))
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return []
+    return [tmp / n for n in names if pattern.match(n)]
+
+
 def wrap(argv: list[str], confinement: Confinement, layers: Layers, *, cwd: Path,
          call_dir: Path, proxy_port_socket: Path | None = None) -> list[str]:
     """``argv`` as it runs confined by ``layers`` (``argv`` itself when none works)."""
@@ -206,7 +241,7 @@ def _stage(argv: list[str], c: Confinement, layers: Layers, call_dir: Path,
     if inside:
         policy["read"] = ["/"]
     else:
-        hidden = (*c.hidden, Path("/proc"))
+        hidden = (*c.hidden, Path("/proc"), call_dir.parent, *_in_tmp())
         policy["read"] = [*_readable_around(hidden), *map(str, c.visible), *_PROC_READABLE]
     if c.network_kind == "proxy" and proxy_socket is not None:
         policy["proxy_socket"] = str(proxy_socket)
@@ -259,7 +294,8 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
                                                         str(call_dir)])]
     for root in ((c.workspace,) if c.workspace else ()) + c.writable:
         mounts.append((root, ["--bind-try", str(root), str(root)]))
-    hidden = [*c.hidden, *(() if c.display else (Path(_X11),))]
+    hidden = [*c.hidden, *_in_tmp(), call_dir.parent,
+              *(() if c.display else (Path(_X11),))]
     for path in map(_real, hidden):
         if path.is_dir():
             mounts.append((path, ["--tmpfs", str(path)]))
