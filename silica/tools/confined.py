@@ -68,7 +68,7 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
     if sandbox is None or sandbox.policy.mode == "off":
         yield argv, {}, None
         return
-    from silica.tools.sandbox import PROXY_NAME, probe, wrap
+    from silica.tools.sandbox import PROXY_NAME, new_call_dir, probe, wrap
 
     conf = sandbox.confinement
     layers = probe(sandbox.cache_folder)
@@ -81,7 +81,8 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
     if missing:
         _warn_once("tools run only partly confined here: not confined: " + "; ".join(missing)
                    + " (see 'silica sandbox'; [sandbox] mode = \"require\" refuses instead)")
-    call_dir = Path(tempfile.mkdtemp(prefix="silica-call-"))
+    call_dir = new_call_dir()
+    missing_before = [p for p in conf.protected if not os.path.lexists(p)]
     try:
         async with _proxy(conf, call_dir / PROXY_NAME) as proxy:
             yield (wrap(argv, conf, layers, cwd=cwd, call_dir=call_dir,
@@ -89,6 +90,30 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
                    {"TMPDIR": str(call_dir)}, proxy)
     finally:
         await asyncio.to_thread(shutil.rmtree, call_dir, True)
+        made = [p for p in missing_before if os.path.lexists(p)]
+        if made:
+            _quarantine(made, conf.label, sandbox.cache_folder)
+
+
+def _quarantine(made: list[Path], label: str, cache_folder: Path | None) -> None:
+    """Move protected paths a run created (a ``.envrc``, a ``.git/hooks`` file: code that
+    would run later, outside any sandbox) out of the workspace, and say so. Every process of
+    the run has ended (its PID namespace is gone), so none can make them again."""
+    import time
+
+    base = (cache_folder.parent if cache_folder else Path(tempfile.gettempdir()))
+    folder = base / "quarantine" / time.strftime("%Y%m%d-%H%M%S")
+    for path in made:
+        target = folder / str(path).lstrip("/")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), target)
+        except OSError as exc:
+            _warn_once(f"{label} created {path}, which tools may not write, and it could not "
+                       f"be moved away ({exc}); check it before your shell or git runs it")
+            continue
+        _warn_once(f"{label} created {path}, which tools may not write (code that runs "
+                   f"later); it was moved to {target}")
 
 
 def denied_note(label: str, proxy) -> str:
