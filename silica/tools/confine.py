@@ -42,6 +42,7 @@ _DEFAULTS = {"read": None, "write": None, "exec_anywhere": True, "landlock": "be
              "network": "none", "proxy_socket": None, "proxy_port": 0, "seccomp": "require"}
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP = 1, 4, 22
 PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS = 38, 39
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _MAX_CONNECTIONS, _CHUNK = 64, 65536
 
 # -- Landlock (include/uapi/linux/landlock.h) ------------------------------------------------
@@ -104,6 +105,8 @@ def main(args: list[str]) -> None:
         _fail(f"--policy: {exc}")
     argv = args[1:]
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if posix.geteuid() == 0:
+        _drop_capabilities()
     posix.closerange(3, 0x7FFFFFFF)
     env = dict(posix.environ)
     port = 0
@@ -288,6 +291,19 @@ def _char_array(c, length: int):
 
 def _prctl(option: int, value: int = 0) -> int:
     return _call("prctl", option, value, 0, 0, 0)[0]  # unused arguments must be 0
+
+
+def _drop_capabilities() -> None:
+    """Root keeps no capability, now or after an exec: the bounding and ambient sets are
+    emptied, then the effective, permitted and inheritable ones (capset, version 3). Without
+    bubblewrap (which drops them itself) this is what stops a tool silica runs as root from
+    setting the host name, the clock or loading modules."""
+    for cap in range(64):
+        if _prctl(PR_CAPBSET_DROP, cap) != 0:
+            break  # past the last capability this kernel knows
+    _call("prctl", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (0x20080522).to_bytes(4, sys.byteorder) + bytes(4)  # _LINUX_CAPABILITY_VERSION_3
+    _call("capset", header, bytes(24))
 
 
 def _strerror(code: int) -> str:
