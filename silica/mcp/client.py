@@ -24,7 +24,7 @@ from typing import IO, Any
 from silica.config import McpServerSettings
 from silica.errors import SilicaError
 from silica.security.sandbox import SandboxPolicy
-from silica.security.server_start import ServerStart
+from silica.security.server_start import ServerStart, server_cache
 
 _STDERR_TAIL = 600  # characters of stderr quoted in a message
 STDERR_KEEP = 64 * 1024  # bytes of a server's stderr kept while it runs
@@ -117,16 +117,21 @@ async def _stdio(name: str, server: McpServerSettings, stderr: IO[str] | None,
     from silica.paths import cache_dir
     from silica.tools.confined import Sandboxed, SandboxRefused, confined_command
 
-    confined = None
-    if sandbox is not None:
+    confined, caches = None, {}
+    if sandbox is not None and sandbox.mode != "off":
+        cache = server_cache(name)
+        caches = {"UV_CACHE_DIR": str(cache / "uv"), "npm_config_cache": str(cache / "npm"),
+                  "XDG_CACHE_HOME": str(cache)}
         confinement = sandbox.confinement(
             label=f"the MCP server {name!r}", workspace=start.cwd, network=server.network,
-            writable=[Path(p).expanduser() for p in server.write], readable=[start.cwd])
+            writable=[cache, *(Path(p).expanduser() for p in server.write)],
+            readable=[start.cwd])
         confined = Sandboxed(sandbox, confinement, cache_dir())
     try:
         async with confined_command([start.command, *server.args], confined,
                                     start.cwd) as (argv, extra, _proxy):
-            env = {**server.env, **extra} if (server.env or extra) else None
+            extra = {**caches, **extra}
+            env = {**extra, **server.env} if (server.env or extra) else None
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env,
                                            cwd=start.cwd)
             client = stdio_client(params, errlog=stderr) if stderr else stdio_client(params)
@@ -153,6 +158,12 @@ async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
     async with bounded_http_client(headers or None) as http, \
             streamable_http_client(url, http_client=http) as streams:
         yield streams
+
+
+# What a server says when the sandbox kept it from its registry or from writing.
+_CONFINED = re.compile(r"Read-only file system|EROFS|EAI_AGAIN|ENOTFOUND|ECONNREFUSED|"
+                       r"name resolution|Failed to fetch|Network is unreachable|"
+                       r"Operation not permitted|403 Forbidden|may not reach", re.IGNORECASE)
 
 
 def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: float,
@@ -191,6 +202,11 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
     if start is not None and not started:  # did it look for something in the project?
         missing = isinstance(leaf, FileNotFoundError)
         message += start.hint(stderr, missing)
+        if _CONFINED.search(stderr) and not server.network:
+            message += ("; it runs in the sandbox, with no network and only its start folder "
+                        "writable: a server fetched at start (uvx, npx) needs its registry, "
+                        "e.g. network = [\"pypi.org\", \"files.pythonhosted.org\"] (uvx) or "
+                        "[\"registry.npmjs.org\"] (npx) under its [mcp.servers] entry")
     if stderr:
         message += f"; its stderr ends:\n{stderr}"
     return message

@@ -85,6 +85,16 @@ def server_start(name: str, command: str, cwd: Path | None,
     return ServerStart(Path(os.path.abspath(folder)), command, project, relative)
 
 
+def server_cache(name: str, home: Path | None = None) -> Path:
+    """The server's own package cache (``uvx``, ``npx``), made 0700: inside the sandbox the
+    user's caches are read-only (code other tools run later), so a server fills its own,
+    ``$SILICA_HOME/mcp-servers/.caches/<name>/``."""
+    folder = (silica_home() if home is None else home) / SERVERS_DIR / ".caches" / \
+        _folder_name(name)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
 def _folder_name(name: str) -> str:
     """``name`` as a folder name: itself when it is plain, else made plain and told apart
     from other names by a hash (``a.b`` and ``a_b`` never share a folder)."""
