@@ -232,3 +232,55 @@ def test_one_warning_even_for_a_tool_granted_hosts(world_off_tmp):
     done = world.silica("tools", "run", "peek")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count(WARNING) == 1, done.stderr
+
+
+# -- why bubblewrap cannot start -----------------------------------------------------------
+
+
+def sysctls(root: Path, **values: str) -> Path:
+    """A /proc/sys look-alike holding ``values`` (``kernel__x`` names kernel/x)."""
+    for name, value in values.items():
+        path = root / name.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+    return root
+
+
+@pytest.mark.parametrize(("values", "named", "fix"), [
+    ({"kernel__apparmor_restrict_unprivileged_userns": "1",
+      "kernel__unprivileged_userns_clone": "1", "user__max_user_namespaces": "100"},
+     "AppArmor restricts unprivileged user namespaces",
+     "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0"),
+    ({"kernel__apparmor_restrict_unprivileged_userns": "0",
+      "kernel__unprivileged_userns_clone": "0", "user__max_user_namespaces": "100"},
+     "unprivileged user namespaces are off",
+     "sudo sysctl kernel.unprivileged_userns_clone=1"),
+    ({"user__max_user_namespaces": "0"},
+     "user namespaces are off (user.max_user_namespaces = 0)",
+     "sudo sysctl user.max_user_namespaces=15000"),
+])
+def test_the_machine_setting_behind_a_failed_bwrap_is_named_with_its_fix(
+        tmp_path, monkeypatch, values, named, fix):
+    from silica.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "SYSCTL_ROOT", sysctls(tmp_path / "sys", **values))
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho \"{NO_USERNS}\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    layers = sandbox.fresh_probe()
+    assert layers.bwrap is None
+    assert named in layers.bwrap_problem and fix in layers.bwrap_problem
+    assert "No permissions to creating new namespace" in layers.bwrap_problem
+    [phrase] = [m for m in layers.missing() if "bubblewrap" in m]
+    assert fix in phrase
+
+
+def test_a_failed_bwrap_on_a_machine_with_no_such_setting_says_what_bwrap_said(tmp_path,
+                                                                               monkeypatch):
+    from silica.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "SYSCTL_ROOT", sysctls(tmp_path / "sys"))
+    problem = sandbox._why_no_namespaces("bwrap: setting up uid map: Permission denied")
+    assert problem == "bubblewrap could not start: bwrap: setting up uid map: Permission denied"

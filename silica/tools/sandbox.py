@@ -51,6 +51,9 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"
             "/dev/shm", "/dev/pts", "/dev/ptmx")
 _X11 = "/tmp/.X11-unix"
 _FORMAT = 1
+SYSCTL_ROOT = Path("/proc/sys")
+"""Where the kernel settings behind a bubblewrap failure are read (a test points it
+elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ def _why_no_namespaces(said: str) -> str:
     """bubblewrap's failure, and the machine setting behind it with its fix."""
     def setting(name: str) -> str:
         try:
-            return Path("/proc/sys", name).read_text().strip()
+            return (SYSCTL_ROOT / name).read_text().strip()
         except OSError:
             return ""
 
