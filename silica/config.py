@@ -185,14 +185,8 @@ class ToolSettings(_Section):
     @field_validator("write_grant")
     @classmethod
     def _paths(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
-        from silica.security.sandbox import check_write_grant
-
         for tool, paths in grants.items():
-            for path in paths:
-                try:
-                    check_write_grant(path)
-                except ValueError as exc:
-                    raise ValueError(f"{tool}: {exc}") from None
+            _check_writes(f"{tool}: ", paths)
         return grants
 
     @field_validator("env_grant")
@@ -261,10 +255,7 @@ class McpServerSettings(_Section):
     @field_validator("write")
     @classmethod
     def _paths(cls, paths: list[str]) -> list[str]:
-        from silica.security.sandbox import check_write_grant
-
-        for path in paths:
-            check_write_grant(path)
+        _check_writes("", paths)
         return paths
 
     @model_validator(mode="after")
@@ -341,6 +332,27 @@ class SandboxSettings(_Section):
             if not os.path.isabs(os.path.expanduser(path)):
                 raise ValueError(f"{path!r} is not an absolute path (write it from / or ~)")
         return paths
+
+
+def _check_writes(prefix: str, paths: list[str]) -> None:
+    """Each of ``paths`` may be granted for writing (``check_write_grant``) and is neither in
+    nor around silica's own folders: whoever writes there changes silica's config (its
+    grants), its tools or its packs, code that runs later with other grants."""
+    from silica.paths import user_tools_dir
+    from silica.security.sandbox import check_write_grant, tilde
+
+    own = [Path(os.path.normpath(p.expanduser().absolute()))
+           for p in (silica_home(), user_tools_dir())]
+    for path in paths:
+        try:
+            granted = check_write_grant(path)
+        except ValueError as exc:
+            raise ValueError(f"{prefix}{exc}") from None
+        for folder in own:
+            if granted == folder or folder in granted.parents or granted in folder.parents:
+                raise ValueError(f"{prefix}{path!r} holds or is inside {tilde(folder)}, "
+                                 "silica's own config, tools and packs, which no tool may "
+                                 "write; grant another folder")
 
 
 def _check_hosts(prefix: str, hosts: list[str]) -> None:

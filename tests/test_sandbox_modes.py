@@ -284,3 +284,67 @@ def test_a_failed_bwrap_on_a_machine_with_no_such_setting_says_what_bwrap_said(t
     monkeypatch.setattr(sandbox, "SYSCTL_ROOT", sysctls(tmp_path / "sys"))
     problem = sandbox._why_no_namespaces("bwrap: setting up uid map: Permission denied")
     assert problem == "bubblewrap could not start: bwrap: setting up uid map: Permission denied"
+
+
+# -- bad sandbox settings ------------------------------------------------------------------
+
+BAD_SETTINGS = [
+    ('[tools.network_grant]\nt = ["http://x/"]\n', "tools.network_grant", "'http://x/'",
+     "api.example.org"),
+    ('[tools.network_grant]\nt = ["a b"]\n', "tools.network_grant", "'a b'", "api.example.org"),
+    ('[tools.network_grant]\nt = [""]\n', "tools.network_grant", "''", "api.example.org"),
+    ('[tools.network_grant]\nt = "x.org"\n', "tools.network_grant.t", "list", ""),
+    ('[tools.write_grant]\nt = ["/etc"]\n', "tools.write_grant", "'/etc'", '"~/Pictures/out"'),
+    ('[tools.write_grant]\nt = ["~"]\n', "tools.write_grant", "'~'", '"~/Pictures/out"'),
+    ('[tools.write_grant]\nt = ["~/../etc"]\n', "tools.write_grant", "'~/../etc'",
+     '"~/Pictures/out"'),
+    ('[tools.write_grant]\nt = ["~/.ssh/x"]\n', "tools.write_grant", "~/.ssh",
+     "grant another folder"),
+    ('[tools.write_grant]\nt = ["rel/x"]\n', "tools.write_grant", "'rel/x'", "from ~"),
+    ('[tools.write_grant]\nt = ["./out"]\n', "tools.write_grant", "'./out'", "from ~"),
+    ('[sandbox]\nmode = "maybe"\n', "sandbox.mode", "'require', 'best-effort' or 'off'", ""),
+    ('[sandbox]\ndeny_read = ["rel"]\n', "sandbox.deny_read", "'rel'", "from / or ~"),
+    ('[sandbox]\nwhat = 1\n', "sandbox.what", "unknown key", ""),
+    ('[shell]\nnetwork = ["x y"]\n', "shell.network", "'x y'", "api.example.org"),
+    ('[mcp.servers.s]\ncommand = "srv"\nnetwork = ["http://h/"]\n', "mcp.servers.s.network",
+     "'http://h/'", "api.example.org"),
+    ('[mcp.servers.s]\ncommand = "srv"\nwrite = ["/etc"]\n', "mcp.servers.s.write", "'/etc'",
+     '"~/Pictures/out"'),
+]
+
+
+@pytest.mark.parametrize(("config", "key", "named", "advice"), BAD_SETTINGS,
+                         ids=[c[0].replace("\n", " ") for c in BAD_SETTINGS])
+def test_a_bad_sandbox_setting_is_one_clear_line_from_any_command(world, config, key, named,
+                                                                  advice):
+    world.config(config)
+    for args in (("tools", "list"), ("sandbox",)):
+        done = world.silica(*args)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr and done.stdout == ""
+        [line] = done.stderr.strip().splitlines()
+        assert str(world.silica_home / "config.toml") in line
+        assert key in line and named in line and advice in line
+
+
+@pytest.mark.parametrize("config", [
+    '[tools.write_grant]\nt = ["~/.silica"]\n',
+    '[tools.write_grant]\nt = ["~/.silica/tools"]\n',
+    '[tools.write_grant]\nt = ["~/mytools"]\n',  # $SILICA_TOOLS_DIR
+    '[mcp.servers.s]\ncommand = "srv"\nwrite = ["~/.silica/packs"]\n',
+])
+def test_a_write_grant_into_silicas_own_folders_is_refused(world, config):
+    """A tool that may write silica's config, its tools or its packs could grant itself
+    anything, or change another tool's code: never a write grant."""
+    world.silica_home = world.home / ".silica"
+    world.tools = world.silica_home / "tools"
+    world.tools.mkdir(parents=True)
+    world.config(config)
+    env = {**world.env(), "SILICA_TOOLS_DIR": str(world.home / "mytools")}
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "list"],
+                          capture_output=True, text=True, env=env, cwd=world.workspace,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0, done.stdout
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "write" in line and "silica" in line and "grant another folder" in line
