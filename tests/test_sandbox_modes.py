@@ -348,3 +348,77 @@ def test_a_write_grant_into_silicas_own_folders_is_refused(world, config):
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "write" in line and "silica" in line and "grant another folder" in line
+
+
+# -- grants --------------------------------------------------------------------------------
+
+
+def writer_tool(folder: Path, name: str, metadata: str = "") -> Path:
+    """A tool that tries to write ~/out/<name>.txt and prints what happened."""
+    doc = f'"""{name} tool.\n\nMetadata:\n    {metadata}\n"""\n' if metadata else ""
+    spec = {"name": name, "description": f"the {name} tool",
+            "input_schema": {"type": "object", "properties": {}}}
+    return write_tool(folder, f"{name}.py", doc + textwrap.dedent(f"""\
+        import json, sys
+        from pathlib import Path
+        if "--toolspec" in sys.argv:
+            print(json.dumps({spec!r}))
+            sys.exit(0)
+        try:
+            Path("~/out/{name}.txt").expanduser().write_text("hi")
+            print("written")
+        except OSError as exc:
+            print("denied:", type(exc).__name__)
+        """), deps="")
+
+
+def make_pack(world: World, src: Path) -> None:
+    manifest = 'name = "team"\nversion = "1.0.0"\ndescription = "a pack"\n'
+    (src / "silica-pack.toml").write_text(manifest, encoding="utf-8")
+    done = world.silica("packs", "install", str(src))
+    assert done.returncode == 0, done.stderr
+
+
+@needs_bwrap
+def test_exact_grants_apply_unasked_and_pattern_grants_only_to_what_was_asked(world, tmp_path):
+    (world.home / "out").mkdir()
+    writer_tool(world.tools, "named")  # asks nothing; its name is granted
+    writer_tool(world.tools, "asker", "write: ~/out")  # asks; a pattern grants
+    writer_tool(world.tools, "silent")  # asks nothing; only the pattern would reach it
+    src = tmp_path / "src"
+    writer_tool(src, "packed", "write: ~/out\n    network: api.example.org")  # a pack's
+    make_pack(world, src)
+    world.config("""\
+        [tools.write_grant]
+        named = ["~/out"]
+        "*" = ["~/out"]
+        [tools.network_grant]
+        named = ["api.example.org"]
+        "a*" = ["*.example.org"]
+        "p*" = ["*.example.org"]
+        """)
+    for name, expect in (("named", "written"), ("asker", "written"), ("silent", "denied"),
+                         ("packed", "denied")):
+        done = world.silica("tools", "run", name)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().startswith(expect), (name, done.stdout)
+        assert (world.home / "out" / f"{name}.txt").exists() == (expect == "written")
+
+    listed = world.silica("tools", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {t["name"]: t["sandbox"] for t in json.loads(listed.stdout) if t.get("sandbox")}
+    out = str(world.home / "out")
+    assert rows["named"] == {"mode": "best-effort",
+                             "network": {"asked": [], "granted": ["api.example.org"]},
+                             "write": {"asked": [], "granted": [out]},
+                             "display": {"asked": False, "granted": False}}
+    assert rows["asker"]["write"] == {"asked": ["~/out"], "granted": [out]}
+    assert rows["asker"]["network"] == {"asked": [], "granted": []}
+    assert rows["silent"]["write"] == {"asked": [], "granted": []}
+    assert rows["packed"]["write"] == {"asked": ["~/out"], "granted": []}
+    assert rows["packed"]["network"] == {"asked": ["api.example.org"], "granted": []}
+
+    table = world.silica("tools", "list")
+    assert table.returncode == 0, table.stderr
+    [packed] = [ln for ln in table.stdout.splitlines() if ln.split("│")[0].strip() == "packed"]
+    assert "network: off; asked, not granted: api.example.org, ~/out" in packed
