@@ -422,3 +422,63 @@ def test_exact_grants_apply_unasked_and_pattern_grants_only_to_what_was_asked(wo
     assert table.returncode == 0, table.stderr
     [packed] = [ln for ln in table.stdout.splitlines() if ln.split("│")[0].strip() == "packed"]
     assert "network: off; asked, not granted: api.example.org, ~/out" in packed
+
+
+# -- silica sandbox and silica exec --------------------------------------------------------
+
+
+@needs_bwrap
+def test_silica_sandbox_reports_every_layer_working_here(world):
+    done = world.silica("sandbox", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["mode"] == "best-effort" and report["platform"] == "linux"
+    assert report["layers"]["bubblewrap"] == {"works": True, "path": shutil.which("bwrap"),
+                                              "problem": None}
+    assert report["layers"]["landlock"]["works"] and report["layers"]["landlock"]["abi"] > 0
+    assert report["layers"]["seccomp"] == {"works": True}
+    assert report["not_confined"] == [] and report["tools_run"] == "confined"
+    assert str(world.home / ".ssh") in report["hidden"]
+    assert str(world.silica_home) in report["hidden"]
+    assert report["writable"][0] == str(world.workspace)
+    assert str(world.workspace / ".git" / "hooks") in report["protected_in_workspace"]
+    text = world.silica("sandbox")
+    assert text.returncode == 0, text.stderr
+    assert "bubblewrap" in text.stdout and "~/.ssh" in text.stdout
+
+
+@pytest.mark.parametrize(("mode", "tools_run"), [("best-effort", "partly confined"),
+                                                 ("require", "refused"),
+                                                 ("off", "unconfined")])
+def test_silica_sandbox_says_what_is_missing_and_exits_1(world, mode, tools_run):
+    world.no_bwrap()
+    world.config(f'[sandbox]\nmode = "{mode}"\n')
+    done = world.silica("sandbox", "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["mode"] == mode and report["tools_run"] == tools_run
+    assert report["layers"]["bubblewrap"]["works"] is False
+    assert "No permissions to creating new namespace" in report["layers"]["bubblewrap"][
+        "problem"]
+    assert any("bubblewrap" in line for line in report["not_confined"])
+    text = world.silica("sandbox")
+    assert text.returncode == 1 and "Traceback" not in text.stderr
+    assert "not confined:" in text.stdout and "No permissions" in text.stdout
+    if mode == "require":
+        assert "refused" in text.stdout
+
+
+@needs_bwrap
+def test_exec_runs_your_command_unconfined_unless_sandbox_is_given(world):
+    line = "cat ~/.ssh/id_rsa"
+    mine = world.silica("exec", "--shell", line)
+    assert mine.returncode == 0, mine.stderr
+    assert CANARY in mine.stdout
+    boxed = world.silica("exec", "--sandbox", "--shell", line)
+    assert boxed.returncode != 0
+    assert CANARY not in boxed.stdout + boxed.stderr
+    wrote = world.silica("exec", "--sandbox", "--shell",
+                         "echo made > made.txt && echo x >> ~/.bashrc")
+    assert wrote.returncode != 0
+    assert (world.workspace / "made.txt").read_text() == "made\n"
+    assert (world.home / ".bashrc").read_text() == "# bashrc\n"

@@ -16,7 +16,8 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
     it does not), the mode, and what every tool may read, write and reach.
 
     Exits 1 when a layer is missing (tools then run only partly confined, or not at all
-    under [sandbox] mode = "require").
+    under [sandbox] mode = "require"). The JSON's "tools_run" says which: "confined",
+    "partly confined", "refused" or "unconfined" (mode "off").
 
     Parameters
     ----------
@@ -34,8 +35,12 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
     conf = policy.confinement(label="a tool", workspace=Path.cwd(),
                               network=settings.shell.network)
     missing = layers.missing()
+    tools_run = ("unconfined" if policy.mode == "off" else
+                 "confined" if not missing else
+                 "refused" if policy.mode == "require" else "partly confined")
     report = {
         "mode": policy.mode,
+        "tools_run": tools_run,
         "layers": {
             "bubblewrap": {"works": bool(layers.bwrap), "path": layers.bwrap,
                            "problem": layers.bwrap_problem or None},
@@ -62,8 +67,7 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
         grid.add_row("seccomp (ptrace, keyring, terminal input, sockets)",
                      plain("yes", "green") if layers.seccomp else plain("no", "red"), "")
         print_table(grid)
-        say(f"[sandbox] mode = \"{policy.mode}\"" + (
-            ": tools run unconfined" if policy.mode == "off" else ""))
+        say(f"[sandbox] mode = \"{policy.mode}\": " + _CONSEQUENCE[tools_run])
         say("Every tool may read everything except: " +
             ", ".join(tilde(p) for p in conf.hidden if p.exists()) + ".")
         say(f"It may write only the workspace ({Path.cwd()}), its own temporary folder and "
@@ -76,3 +80,11 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
             err.print(plain("Some layers are missing: see the lines above for what to do.",
                             "yellow"))
         raise SystemExit(1)
+
+
+_CONSEQUENCE = {
+    "confined": "tools run confined by every layer",
+    "partly confined": "tools run confined by the layers that work (see below what is not)",
+    "refused": "tools are refused here, none runs until the missing layers below work",
+    "unconfined": "tools run unconfined, with your full rights",
+}
