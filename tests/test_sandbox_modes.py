@@ -482,3 +482,85 @@ def test_exec_runs_your_command_unconfined_unless_sandbox_is_given(world):
     assert wrote.returncode != 0
     assert (world.workspace / "made.txt").read_text() == "made\n"
     assert (world.home / ".bashrc").read_text() == "# bashrc\n"
+
+
+# -- the shell tool ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def web():
+    """A local HTTP server on 127.0.0.1 answering every GET with "hello from the host"."""
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"hello from the host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def shell_box(network: list[str], workspace: Path):
+    from silica.config import Settings, ShellSettings
+    from silica.tools.toolbox import Toolbox
+
+    settings = Settings(shell=ShellSettings(enabled=True, allow=["*"], network=network))
+    return Toolbox(settings=settings, cwd=workspace)
+
+
+@needs_bwrap
+def test_the_shell_tool_has_no_network_unless_shell_network_is_set(project, web):
+    fetch = f"{sys.executable} -c \"import urllib.request as u; " \
+            f"print(u.urlopen('{web}', timeout=10).read().decode())\""
+    none = shell_box([], project).call("shell", {"command": fetch})
+    assert none.is_error and "hello from the host" not in none.text
+    granted = shell_box(["127.0.0.1"], project).call("shell", {"command": fetch})
+    assert not granted.is_error, granted.text
+    assert "hello from the host" in granted.text
+
+
+@needs_bwrap
+def test_the_shell_tool_writes_the_workspace_but_no_start_up_file(project, monkeypatch,
+                                                                  tmp_path):
+    home = tmp_path / "userhome"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(CANARY)
+    (home / ".bashrc").write_text("# mine\n")
+    (project / ".bashrc").write_text("# project\n")
+    (project / ".git" / "hooks").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    box = shell_box([], project)
+    made = box.call("shell", {"command": "echo made > made.txt && cat made.txt"})
+    assert not made.is_error and (project / "made.txt").read_text() == "made\n"
+    for target in ("~/.bashrc", "./.bashrc", "./.git/hooks/pre-commit"):
+        wrote = box.call("shell", {"command": f"echo evil >> {target}"})
+        assert wrote.is_error, target
+    assert (home / ".bashrc").read_text() == "# mine\n"
+    assert (project / ".bashrc").read_text() == "# project\n"
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    read = box.call("shell", {"command": "cat ~/.ssh/id_rsa"})
+    assert read.is_error and CANARY not in read.text
+
+
+@pytest.mark.xfail(strict=True, reason="tools/confined.py denied_note tells the shell tool "
+                   "to grant [tools.network_grant] shell, which the shell tool never reads: "
+                   "its hosts are [shell] network")
+@needs_bwrap
+def test_a_host_the_shell_may_not_reach_names_the_setting_that_grants_it(project, web):
+    fetch = f"{sys.executable} -c \"import urllib.request as u; " \
+            f"print(u.urlopen('{web}', timeout=10).read().decode())\""
+    refused = shell_box(["example.org"], project).call("shell", {"command": fetch})
+    assert refused.is_error and "hello from the host" not in refused.text
+    assert "may not reach 127.0.0.1" in refused.text
+    assert "[shell] network" in refused.text
