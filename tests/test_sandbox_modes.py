@@ -564,3 +564,72 @@ def test_a_host_the_shell_may_not_reach_names_the_setting_that_grants_it(project
     assert refused.is_error and "hello from the host" not in refused.text
     assert "may not reach 127.0.0.1" in refused.text
     assert "[shell] network" in refused.text
+
+
+# -- a sandbox that cannot be set up for one call ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["require", "best-effort"])
+def test_a_vanished_workspace_is_a_clear_result_and_runs_nothing(project, tmp_path, mode):
+    from silica.config import SandboxSettings, Settings, ShellSettings
+    from silica.tools.toolbox import Toolbox
+
+    workspace = tmp_path / "gone"
+    workspace.mkdir()
+    box = Toolbox(settings=Settings(sandbox=SandboxSettings(mode=mode),
+                                    shell=ShellSettings(enabled=True, allow=["*"])),
+                  cwd=workspace)
+    assert not box.call("shell", {"command": "true"}).is_error
+    workspace.rmdir()
+    leak = tmp_path / "leak"
+    result = box.call("shell", {"command": f"touch {leak}"})
+    assert result.is_error and str(workspace) in result.text and "not a folder" in result.text
+    assert not leak.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="a write grant whose folder does not exist yet is "
+                   "left out of the sandbox without a word: the tool sees a read-only file "
+                   "system and nothing says why (silica could create the folder, or say so)")
+@needs_bwrap
+def test_a_granted_folder_that_does_not_exist_yet_is_created_or_named(world):
+    world.config('[tools.write_grant]\nmaker = ["~/out"]\n')
+    write_tool(world.tools, "maker.py", textwrap.dedent("""\
+        import json, sys
+        from pathlib import Path
+        if "--toolspec" in sys.argv:
+            print(json.dumps({"name": "maker", "description": "makes a file",
+                              "input_schema": {"type": "object", "properties": {}}}))
+            sys.exit(0)
+        out = Path("~/out/sub").expanduser()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "made.txt").write_text("made")
+        print("made")
+        """), deps="")
+    done = world.silica("tools", "run", "maker")
+    made = (world.home / "out" / "sub" / "made.txt").exists()
+    assert made or ("~/out" in done.stdout + done.stderr
+                    and "does not exist" in done.stdout + done.stderr), done.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="tools/sandbox.py: the Landlock-only fallback grants "
+                   "writes to the whole workspace, so .git/hooks and start-up files in it are "
+                   "writable, and Layers.missing() does not name that")
+def test_the_landlock_fallback_keeps_git_hooks_read_only(world_off_tmp):
+    world = world_off_tmp
+    world.no_bwrap()
+    (world.workspace / ".git" / "hooks").mkdir(parents=True, exist_ok=True)
+    write_tool(world.tools, "hook.py", textwrap.dedent("""\
+        import json, os, sys
+        from pathlib import Path
+        if "--toolspec" in sys.argv:
+            print(json.dumps({"name": "hook", "description": "writes a git hook",
+                              "input_schema": {"type": "object", "properties": {}}}))
+            sys.exit(0)
+        try:
+            Path(os.environ["SILICA_WORKDIR"], ".git/hooks/pre-commit").write_text("evil")
+            print("written")
+        except OSError as exc:
+            print("denied", exc)
+        """), deps="")
+    done = world.silica("tools", "run", "hook")
+    assert not (world.workspace / ".git" / "hooks" / "pre-commit").exists(), done.stderr
