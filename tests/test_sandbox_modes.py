@@ -633,3 +633,41 @@ def test_the_landlock_fallback_keeps_git_hooks_read_only(world_off_tmp):
         """), deps="")
     done = world.silica("tools", "run", "hook")
     assert not (world.workspace / ".git" / "hooks" / "pre-commit").exists(), done.stderr
+
+
+# -- write grants, any text ----------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PARTS = st.sampled_from(["~", "", ".", "..", "out", ".ssh", ".silica", "tools", "mytools",
+                          ".config", "gh", "/", "//", "a b", "x\x00y", "~root", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PARTS, min_size=1, max_size=6).map("/".join))
+def test_a_write_grant_is_accepted_only_strictly_inside_home_and_off_limits_folders(path):
+    from pydantic import ValidationError
+
+    from silica.config import ToolSettings
+    from silica.security.sandbox import HIDDEN_IN_HOME
+
+    home = Path.home()
+    own = (home / ".silica", home / "mytools")
+    saved = os.environ["SILICA_HOME"]
+    os.environ.update(SILICA_HOME=str(own[0]), SILICA_TOOLS_DIR=str(own[1]))
+    try:
+        try:
+            ToolSettings(write_grant={"t": [path]})
+        except ValidationError as exc:
+            [error] = exc.errors()
+            assert error["type"] == "value_error" and repr(path) in error["msg"]
+            return
+    finally:
+        os.environ["SILICA_HOME"] = saved
+        del os.environ["SILICA_TOOLS_DIR"]
+    granted = Path(os.path.normpath(os.path.expanduser(path)))
+    assert home in granted.parents
+    for folder in (*own, *(home / rel for rel in HIDDEN_IN_HOME)):
+        assert granted != folder and folder not in granted.parents
+        assert granted not in folder.parents
