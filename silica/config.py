@@ -175,6 +175,18 @@ class ToolSettings(_Section):
     display_grant: list[str] = Field(default_factory=list)
     allow_shadow_builtins: bool = False
 
+    @field_validator("env_grant", "network_grant", "write_grant")
+    @classmethod
+    def _tool_keys(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
+        _check_tool_names(grants)
+        return grants
+
+    @field_validator("display_grant")
+    @classmethod
+    def _display_tools(cls, names: list[str]) -> list[str]:
+        _check_tool_names(names)
+        return names
+
     @field_validator("network_grant")
     @classmethod
     def _hosts(cls, grants: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -332,6 +344,19 @@ class SandboxSettings(_Section):
             if not os.path.isabs(os.path.expanduser(path)):
                 raise ValueError(f"{path!r} is not an absolute path (write it from / or ~)")
         return paths
+
+
+_TOOL_KEY = re.compile(r"^[A-Za-z0-9_*?\[\]!-]{1,128}$")
+
+
+def _check_tool_names(names) -> None:
+    """Each of ``names`` (grant keys) can name a tool: a name or an fnmatch pattern of one;
+    else a ValueError (a typo would grant nothing, without a word)."""
+    for name in names:
+        if not _TOOL_KEY.match(name):
+            raise ValueError(f"{name[:80]!r} is not a tool name or a pattern (letters, "
+                             "digits, '_' and '-', and * ? [ ] for patterns, e.g. "
+                             "\"weather\" or \"git_*\")")
 
 
 def _check_writes(prefix: str, paths: list[str]) -> None:

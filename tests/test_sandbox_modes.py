@@ -313,6 +313,17 @@ BAD_SETTINGS = [
 ]
 
 
+BAD_KEYS = [
+    ('[tools.network_grant]\n"a b" = ["x.org"]\n', "tools.network_grant", "'a b'"),
+    ('[tools.write_grant]\n"weather " = ["~/out"]\n', "tools.write_grant", "'weather '"),
+    ('[tools.env_grant]\n"w/x" = ["KEY"]\n', "tools.env_grant", "'w/x'"),
+    ('[tools]\ndisplay_grant = ["my tool"]\n', "tools.display_grant", "'my tool'"),
+    ('[tools]\ndisplay_grant = [""]\n', "tools.display_grant", "''"),
+]
+BAD_SETTINGS += [(config, key, named, "tool name or a pattern") for config, key, named in
+                 BAD_KEYS]
+
+
 @pytest.mark.parametrize(("config", "key", "named", "advice"), BAD_SETTINGS,
                          ids=[c[0].replace("\n", " ") for c in BAD_SETTINGS])
 def test_a_bad_sandbox_setting_is_one_clear_line_from_any_command(world, config, key, named,
