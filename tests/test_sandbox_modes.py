@@ -682,3 +682,17 @@ def test_a_write_grant_is_accepted_only_strictly_inside_home_and_off_limits_fold
     for folder in (*own, *(home / rel for rel in HIDDEN_IN_HOME)):
         assert granted != folder and folder not in granted.parents
         assert granted not in folder.parents
+
+
+def test_exec_sandbox_under_require_without_namespaces_runs_nothing(world):
+    world.no_bwrap()
+    world.config('[sandbox]\nmode = "require"\n')
+    done = world.silica("exec", "--sandbox", "--shell", "touch made.txt")
+    assert done.returncode == 126 and done.stdout == ""
+    assert not (world.workspace / "made.txt").exists()
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: silica sandbox: exec was not run, because [sandbox] mode")
+    assert "bubblewrap" in line
+    mine = world.silica("exec", "--shell", "touch made.txt")  # your own command: unconfined
+    assert mine.returncode == 0, mine.stderr
+    assert (world.workspace / "made.txt").exists()

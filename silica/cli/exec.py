@@ -76,7 +76,10 @@ def exec_command(
         timeout=timeout or box.timeout, pm=box.pm, policy=box.options.env_policy,
         image_limits=box.image_limits, stdout_cap=box.stdout_cap, sandbox=confined))
     if run.status in (NOT_FOUND, NOT_EXECUTABLE) and run.raw.error:
-        fail(f"could not run {run.raw.error}", run.status)
+        why = run.raw.error
+        # The sandbox's refusal and the runner's start failure say what happened themselves.
+        fail(why if why.startswith(("silica sandbox:", "could not")) else
+             f"could not run {why}", run.status)
     if json_:
         print_json(run.result.to_anthropic())
     else:
