@@ -696,3 +696,45 @@ def test_exec_sandbox_under_require_without_namespaces_runs_nothing(world):
     mine = world.silica("exec", "--shell", "touch made.txt")  # your own command: unconfined
     assert mine.returncode == 0, mine.stderr
     assert (world.workspace / "made.txt").exists()
+
+
+def test_require_without_namespaces_starts_no_mcp_server(world):
+    world.no_bwrap()
+    marker = world.root / "server-ran"
+    world.config(f"""\
+        [sandbox]
+        mode = "require"
+        [mcp.servers.files]
+        command = "{sys.executable}"
+        args = ["-c", "open('{marker}', 'w').write('ran')"]
+        """)
+    listed = world.silica("tools", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [row] = [t for t in json.loads(listed.stdout) if t["name"].startswith("files__")]
+    assert row["status"] == "error"
+    assert "was not run" in row["reason"] and "bubblewrap" in row["reason"]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("mode", ["require", "best-effort"])
+def test_the_shell_tool_without_namespaces(world_off_tmp, monkeypatch, mode):
+    """require: the command is not run, and the model is told why; best-effort: it runs
+    under the Landlock-only fallback, the workspace writable, ~/.ssh unreadable."""
+    world = world_off_tmp
+    world.no_bwrap()
+    monkeypatch.setenv("PATH", world.path)
+    monkeypatch.setenv("HOME", str(world.home))
+    monkeypatch.setenv("SILICA_HOME", str(world.silica_home))
+    from silica.config import SandboxSettings, Settings, ShellSettings
+    from silica.tools.toolbox import Toolbox
+
+    box = Toolbox(settings=Settings(sandbox=SandboxSettings(mode=mode),
+                                    shell=ShellSettings(enabled=True, allow=["*"])),
+                  cwd=world.workspace)
+    result = box.call("shell", {"command": "echo made > made.txt; cat ~/.ssh/id_rsa"})
+    assert result.is_error and CANARY not in result.text
+    if mode == "require":
+        assert not (world.workspace / "made.txt").exists()
+        assert "shell was not run" in result.text and "bubblewrap" in result.text
+    else:
+        assert (world.workspace / "made.txt").read_text() == "made\n"
