@@ -106,6 +106,13 @@ def peek_tool(folder: Path, name: str = "peek", metadata: str = "") -> Path:
             out["ssh"] = Path("~/.ssh/id_rsa").expanduser().read_text().strip()
         except OSError as exc:
             out["ssh"] = "denied: " + type(exc).__name__
+        for key, read in (("proc", lambda: os.listdir("/proc")),
+                          ("parent_environ",
+                           lambda: open(f"/proc/{{os.getppid()}}/environ", "rb").read())):
+            try:
+                out[key] = "read" if read() else "empty"
+            except OSError as exc:
+                out[key] = "denied: " + type(exc).__name__
         for key, path in (("outside", "~/outside-{name}"), ("bashrc", "~/.bashrc")):
             try:
                 with open(Path(path).expanduser(), "a") as f:
@@ -189,6 +196,7 @@ def test_best_effort_without_namespaces_still_confines_files_and_warns_once(worl
     assert seen["ssh"].startswith("denied") and CANARY not in done.stdout
     assert seen["outside"].startswith("denied") and not (world.home / "outside-peek").exists()
     assert seen["bashrc"].startswith("denied")
+    assert seen["proc"].startswith("denied") and seen["parent_environ"].startswith("denied")
     assert (world.workspace / "marker-peek").read_text() == "ran"
     [warning] = [ln for ln in done.stderr.splitlines() if WARNING in ln]
     assert "bubblewrap" in warning and "not confined" in warning
@@ -203,6 +211,12 @@ def test_mode_off_runs_unconfined_and_says_nothing(world):
     seen = result_json(done)
     assert seen["ssh"] == CANARY and seen["outside"] == "written"
     assert WARNING not in done.stderr and "sandbox" not in done.stderr
+    listed = world.silica("tools", "list", "--json")
+    [row] = [t for t in json.loads(listed.stdout) if t["name"] == "peek"]
+    assert row["sandbox"]["mode"] == "off"
+    table = world.silica("tools", "list")
+    [line] = [ln for ln in table.stdout.splitlines() if ln.split("│")[0].strip() == "peek"]
+    assert "off (unconfined)" in line
 
 
 @pytest.mark.xfail(strict=True, reason="tools/sandbox.py: the Landlock-only fallback passes "
