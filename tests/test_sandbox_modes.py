@@ -153,6 +153,22 @@ def test_require_without_namespaces_runs_nothing_and_says_what_is_missing(world)
     assert row["status"] == "error" and "bubblewrap" in row["reason"]
 
 
+def test_require_without_bubblewrap_installed_names_the_package(world):
+    for name in ("python", "python3", f"python3.{sys.version_info.minor}"):
+        (world.fakebin / name).symlink_to(sys.executable)  # for uv to find
+    world.path = str(world.fakebin)  # and no bwrap (uv comes with silica)
+    world.config('[sandbox]\nmode = "require"\n')
+    peek_tool(world.tools)
+    done = world.silica("tools", "run", "peek")
+    assert done.returncode != 0
+    assert not (world.workspace / "marker-peek").exists()
+    assert "bubblewrap is not installed" in done.stdout + done.stderr
+    assert "apt-get install bubblewrap" in done.stdout + done.stderr
+    report = world.silica("sandbox", "--json")
+    assert report.returncode == 1
+    assert "not installed" in json.loads(report.stdout)["layers"]["bubblewrap"]["problem"]
+
+
 def test_require_with_every_layer_runs_the_tool_confined(world):
     world.config('[sandbox]\nmode = "require"\n')
     peek_tool(world.tools)
