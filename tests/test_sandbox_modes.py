@@ -806,3 +806,64 @@ def test_require_lists_a_tool_with_a_cached_spec_as_an_error_too(world):
     listed = world.silica("tools", "list", "--json")
     [row] = [t for t in json.loads(listed.stdout) if t["name"] == "peek"]
     assert row["status"] == "error" and "bubblewrap" in row["reason"]
+
+
+# -- the display ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def xserver():
+    """A real X server (Xvfb) on a free display: its socket's name in /tmp/.X11-unix."""
+    import time
+
+    if shutil.which("Xvfb") is None:
+        pytest.skip("needs Xvfb")
+    number = next(n for n in range(140, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists()
+                  and not Path(f"/tmp/.X{n}-lock").exists())
+    server = subprocess.Popen(["Xvfb", f":{number}", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    socket = Path(f"/tmp/.X11-unix/X{number}")
+    for _ in range(200):
+        if socket.exists():
+            break
+        time.sleep(0.05)
+    try:
+        yield socket.name
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def display_tool(folder: Path, name: str, asks: bool) -> Path:
+    doc = f'"""{name} tool.\n\nMetadata:\n    display: true\n"""\n' if asks else ""
+    spec = {"name": name, "description": f"the {name} tool",
+            "input_schema": {"type": "object", "properties": {}}}
+    return write_tool(folder, f"{name}.py", doc + textwrap.dedent(f"""\
+        import json, os, sys
+        if "--toolspec" in sys.argv:
+            print(json.dumps({spec!r}))
+            sys.exit(0)
+        print(json.dumps(sorted(os.listdir("/tmp/.X11-unix"))))
+        """), deps="")
+
+
+@needs_bwrap
+def test_the_display_is_visible_only_to_a_tool_granted_it(world, tmp_path, xserver):
+    display_tool(world.tools, "shot", asks=False)  # its name is granted
+    display_tool(world.tools, "snap", asks=True)  # asks; a pattern grants
+    display_tool(world.tools, "spy", asks=False)  # the pattern matches, but it did not ask
+    src = tmp_path / "src"
+    display_tool(src, "sketch", asks=True)  # asks, but a pack's tool
+    make_pack(world, src)
+    world.config('[tools]\ndisplay_grant = ["shot", "s*"]\n')
+    for name, sees in (("shot", True), ("snap", True), ("spy", False), ("sketch", False)):
+        done = world.silica("tools", "run", name)
+        assert done.returncode == 0, done.stderr
+        assert (xserver in json.loads(done.stdout.strip().splitlines()[-1])) == sees, name
+    listed = world.silica("tools", "list", "--json")
+    rows = {t["name"]: t["sandbox"]["display"] for t in json.loads(listed.stdout)
+            if t.get("sandbox")}
+    assert rows == {"shot": {"asked": False, "granted": True},
+                    "snap": {"asked": True, "granted": True},
+                    "spy": {"asked": False, "granted": False},
+                    "sketch": {"asked": True, "granted": False}}
