@@ -68,11 +68,12 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
                      plain("yes", "green") if layers.seccomp else plain("no", "red"), "")
         print_table(grid)
         say(f"[sandbox] mode = \"{policy.mode}\": " + _CONSEQUENCE[tools_run])
-        say("Every tool may read everything except: " +
-            ", ".join(tilde(p) for p in conf.hidden if p.exists()) + ".")
-        say(f"It may write only the workspace ({Path.cwd()}), its own temporary folder and "
-            "the folders granted to it ([tools.write_grant]); no network unless granted "
-            "([tools.network_grant]).")
+        if policy.mode != "off":  # else nothing below holds: tools have your rights
+            say("Every tool may read everything except: " +
+                ", ".join(tilde(p) for p in conf.hidden if p.exists()) + ".")
+            say(f"It may write only the workspace ({Path.cwd()}), its own temporary folder "
+                "and the folders granted to it ([tools.write_grant]); no network unless "
+                "granted ([tools.network_grant]).")
         for line in missing:
             out.print(plain(f"not confined: {line}", "yellow"))
     if missing:
