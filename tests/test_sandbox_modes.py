@@ -869,3 +869,20 @@ def test_the_display_is_visible_only_to_a_tool_granted_it(world, tmp_path, xserv
                     "snap": {"asked": True, "granted": True},
                     "spy": {"asked": False, "granted": False},
                     "sketch": {"asked": True, "granted": False}}
+
+
+@pytest.mark.xfail(strict=True, reason="tools/confined.py: the proxy's OSError (socket path "
+                   "too long under a deep $TMPDIR) escapes run_confined: 'tools run' ends in "
+                   "a traceback instead of a result saying what to do")
+@needs_bwrap
+def test_a_proxy_that_cannot_start_is_a_clear_result_not_a_traceback(world, monkeypatch):
+    deep = world.root / ("t" * 110)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    world.config('[sandbox]\nmode = "require"\n[tools.network_grant]\npeek = ["example.org"]\n')
+    peek_tool(world.tools, metadata="network: example.org")
+    done = world.silica("tools", "run", "peek")
+    assert not (world.workspace / "marker-peek").exists()  # never run without its proxy
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "socket path" in done.stdout + done.stderr
