@@ -107,6 +107,8 @@ def peek_tool(folder: Path, name: str = "peek", metadata: str = "") -> Path:
         except OSError as exc:
             out["ssh"] = "denied: " + type(exc).__name__
         for key, read in (("proc", lambda: os.listdir("/proc")),
+                          ("config", lambda: Path(os.environ["SILICA_HOME"],
+                                                  "config.toml").read_text()),
                           ("parent_environ",
                            lambda: open(f"/proc/{{os.getppid()}}/environ", "rb").read())):
             try:
@@ -177,6 +179,7 @@ def test_require_with_every_layer_runs_the_tool_confined(world):
     seen = result_json(done)
     assert seen["ssh"].startswith("denied") and CANARY not in done.stdout
     assert seen["outside"].startswith("denied") and seen["bashrc"].startswith("denied")
+    assert seen["config"].startswith("denied")
     assert (world.workspace / "marker-peek").read_text() == "ran"
     assert WARNING not in done.stderr
 
@@ -201,6 +204,7 @@ def test_require_refuses_the_landlock_only_fallback_too(world_off_tmp):
 def test_best_effort_without_namespaces_still_confines_files_and_warns_once(world_off_tmp):
     world = world_off_tmp
     world.no_bwrap()
+    world.config('[sandbox]\nmode = "best-effort"\n')
     peek_tool(world.tools, "peek")
     peek_tool(world.tools, "poke")
     listed = world.silica("tools", "list")  # two --toolspec runs in one process
@@ -213,6 +217,7 @@ def test_best_effort_without_namespaces_still_confines_files_and_warns_once(worl
     assert seen["outside"].startswith("denied") and not (world.home / "outside-peek").exists()
     assert seen["bashrc"].startswith("denied")
     assert seen["proc"].startswith("denied") and seen["parent_environ"].startswith("denied")
+    assert seen["config"].startswith("denied")
     assert (world.workspace / "marker-peek").read_text() == "ran"
     [warning] = [ln for ln in done.stderr.splitlines() if WARNING in ln]
     assert "bubblewrap" in warning and "not confined" in warning
@@ -225,7 +230,7 @@ def test_mode_off_runs_unconfined_and_says_nothing(world):
     done = world.silica("tools", "run", "peek")
     assert done.returncode == 0, done.stderr
     seen = result_json(done)
-    assert seen["ssh"] == CANARY and seen["outside"] == "written"
+    assert seen["ssh"] == CANARY and seen["outside"] == "written" and seen["config"] == "read"
     assert WARNING not in done.stderr and "sandbox" not in done.stderr
     listed = world.silica("tools", "list", "--json")
     [row] = [t for t in json.loads(listed.stdout) if t["name"] == "peek"]
