@@ -891,3 +891,23 @@ def test_a_proxy_that_cannot_start_is_a_clear_result_not_a_traceback(world, monk
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "socket path" in done.stdout + done.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_a_grant_key_is_accepted_only_when_a_tool_could_be_named_by_it(key):
+    import fnmatch
+
+    from pydantic import ValidationError
+
+    from silica.config import ToolSettings
+
+    try:
+        ToolSettings(network_grant={key: ["example.org"]}, display_grant=[key])
+    except ValidationError as exc:
+        assert all(repr(key[:80]) in e["msg"] for e in exc.errors())
+        return
+    # accepted: a tool name, or a pattern made of name characters and * ? [ ] !
+    plain = key.replace("*", "a").replace("?", "a").translate({ord(c): "a" for c in "[]!"})
+    assert plain and all(c.isascii() and (c.isalnum() or c in "_-") for c in plain)
+    fnmatch.translate(key)  # and fnmatch reads it
