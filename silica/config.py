@@ -341,6 +341,9 @@ class SandboxSettings(_Section):
     @classmethod
     def _absolute(cls, paths: list[str]) -> list[str]:
         for path in paths:
+            if "\0" in path:
+                raise ValueError(f"{path!r} holds a NUL character: write a path, e.g. "
+                                 "\"~/private\"")
             if not os.path.isabs(os.path.expanduser(path)):
                 raise ValueError(f"{path!r} is not an absolute path (write it from / or ~)")
         return paths
@@ -368,13 +371,25 @@ def _check_writes(prefix: str, paths: list[str]) -> None:
 
     own = [Path(os.path.normpath(p.expanduser().absolute()))
            for p in (silica_home(), user_tools_dir())]
+    own += [Path(os.path.realpath(p)) for p in own]
+    home = Path.home().resolve()
     for path in paths:
+        if "\0" in path:
+            raise ValueError(f"{prefix}{path!r} holds a NUL character: write a folder, "
+                             "e.g. \"~/Pictures/out\"")
         try:
             granted = check_write_grant(path)
         except ValueError as exc:
             raise ValueError(f"{prefix}{exc}") from None
+        real = Path(os.path.realpath(granted))
+        if real != granted:  # judged again where its links lead: the folder the tool gets
+            try:
+                check_write_grant(str(real), home=home)
+            except ValueError as exc:
+                raise ValueError(f"{prefix}{path!r} leads to {exc}") from None
         for folder in own:
-            if granted == folder or folder in granted.parents or granted in folder.parents:
+            if any(p == folder or folder in p.parents or p in folder.parents
+                   for p in (granted, real)):
                 raise ValueError(f"{prefix}{path!r} holds or is inside {tilde(folder)}, "
                                  "silica's own config, tools and packs, which no tool may "
                                  "write; grant another folder")

@@ -340,6 +340,9 @@ BAD_SETTINGS = [
     ('[sandbox]\nmode = "maybe"\n', "sandbox.mode", "'require', 'best-effort' or 'off'", ""),
     ('[sandbox]\ndeny_read = ["rel"]\n', "sandbox.deny_read", "'rel'", "from / or ~"),
     ('[sandbox]\nwhat = 1\n', "sandbox.what", "unknown key", ""),
+    ('[sandbox]\ndeny_read = ["/x\\u0000y"]\n', "sandbox.deny_read", "'/x\\x00y'", "NUL"),
+    ('[tools.write_grant]\nt = ["~/x\\u0000y"]\n', "tools.write_grant", "'~/x\\x00y'",
+     "NUL"),
     ('[shell]\nnetwork = ["x y"]\n', "shell.network", "'x y'", "api.example.org"),
     ('[mcp.servers.s]\ncommand = "srv"\nnetwork = ["http://h/"]\n', "mcp.servers.s.network",
      "'http://h/'", "api.example.org"),
@@ -911,3 +914,18 @@ def test_a_grant_key_is_accepted_only_when_a_tool_could_be_named_by_it(key):
     plain = key.replace("*", "a").replace("?", "a").translate({ord(c): "a" for c in "[]!"})
     assert plain and all(c.isascii() and (c.isalnum() or c in "_-") for c in plain)
     fnmatch.translate(key)  # and fnmatch reads it
+
+
+@pytest.mark.parametrize(("link", "target"), [("keys", ".ssh"), ("mine", ".silica/tools"),
+                                              ("up", "..")])
+def test_a_write_grant_through_a_link_is_judged_by_where_it_leads(world, link, target):
+    """A folder granted for writing is bound where its links lead: a link to a credential
+    folder or to silica's own is refused like the folder itself."""
+    world.silica_home = world.home / ".silica"
+    (world.silica_home / "tools").mkdir(parents=True)
+    (world.home / link).symlink_to(world.home / target)
+    world.config(f'[tools.write_grant]\nt = ["~/{link}"]\n')
+    done = world.silica("tools", "list")
+    assert done.returncode != 0, done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert f"'~/{link}'" in line and "grant" in line and "Traceback" not in line
