@@ -32,6 +32,16 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platfo
     "linux"), reason="needs bubblewrap on Linux")
 
 
+def _landlock_abi() -> int:
+    from silica.tools.sandbox import fresh_probe
+
+    return fresh_probe().landlock_abi if sys.platform.startswith("linux") else 0
+
+
+needs_landlock = pytest.mark.skipif(_landlock_abi() < 6, reason="the Landlock-only fallback "
+                                    "tests need Landlock ABI 6 (Linux 6.12)")
+
+
 class World:
     """A temporary HOME with a private key, a SILICA_HOME, a workspace and, with
     ``no_bwrap``, a failing ``bwrap`` first on PATH."""
@@ -171,6 +181,7 @@ def test_require_without_bubblewrap_installed_names_the_package(world):
     assert "not installed" in json.loads(report.stdout)["layers"]["bubblewrap"]["problem"]
 
 
+@needs_bwrap
 def test_require_with_every_layer_runs_the_tool_confined(world):
     world.config('[sandbox]\nmode = "require"\n')
     peek_tool(world.tools)
@@ -201,6 +212,7 @@ def test_require_refuses_the_landlock_only_fallback_too(world_off_tmp):
 # -- best-effort, where bubblewrap cannot run ----------------------------------------------
 
 
+@needs_landlock
 def test_best_effort_without_namespaces_still_confines_files_and_warns_once(world_off_tmp):
     world = world_off_tmp
     world.no_bwrap()
@@ -244,6 +256,7 @@ def test_mode_off_runs_unconfined_and_says_nothing(world):
                    "every entry of each folder on the way to a hidden path in one argv word "
                    "(--policy JSON); past 128 KiB (MAX_ARG_STRLEN) the tool cannot start: "
                    "'Argument list too long'. /tmp full of uv-*.lock files does it.")
+@needs_landlock
 def test_the_landlock_fallback_runs_beside_a_crowded_folder(world):
     world.no_bwrap()
     crowd = world.home  # holds ~/.ssh, so each of its entries is listed
@@ -757,6 +770,7 @@ def test_require_without_namespaces_starts_no_mcp_server(world):
 
 
 @pytest.mark.parametrize("mode", ["require", "best-effort"])
+@needs_landlock
 def test_the_shell_tool_without_namespaces(world_off_tmp, monkeypatch, mode):
     """require: the command is not run, and the model is told why; best-effort: it runs
     under the Landlock-only fallback, the workspace writable, ~/.ssh unreadable."""
