@@ -24,13 +24,13 @@
     timeout = 60
     env_withhold = ["DEPLOY_*"]     # withheld on top of the secrets no tool ever sees
     allow_shadow_builtins = false   # true: a tool file may replace a built-in tool
+    display_grant = ["screenshot"]  # tools that may use the X display (its socket visible)
     [tools.env_grant]               # secrets a tool may see (see silica.security.env)
     weather = ["OPENWEATHER_KEY"]
     [tools.network_grant]           # hosts a tool may reach, through silica's proxy
     weather = ["api.openweathermap.org"]   # "*": the whole network
     [tools.write_grant]             # folders (in your home) a tool may write besides the
     charts = ["~/Pictures/charts"]  # workspace and its own /tmp
-    # display_grant = ["screenshot"]  (in [tools]: tools that may use the X display)
 
     [sandbox]                       # how tools are confined (see docs/security.md)
     mode = "best-effort"            # "require": never run a tool unconfined; "off"
