@@ -31,6 +31,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -272,9 +273,12 @@ def main() -> int:
                       f"'git worktree add --detach {opts.before} {BEFORE_COMMIT}' first[/red]")
         return 2
     layers = fresh_probe()
+    # The policy lists the session sockets in the temporary folder at each run: its size counts.
+    tmp = tempfile.gettempdir()
     console.print(f"sandbox benchmark: bubblewrap {'yes' if layers.bwrap else 'no'}, Landlock "
                   f"ABI {layers.landlock_abi}, seccomp {'yes' if layers.seccomp else 'no'}; "
-                  f"{os.cpu_count()} CPUs; today's runner: {before_repo}", soft_wrap=True)
+                  f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; {len(os.listdir(tmp))} "
+                  f"entries in {tmp}; today's runner: {before_repo}", soft_wrap=True)
     with temporary_folder("silica-bench-sandbox-", opts.keep) as root:
         sides = {"on": Side("sandbox on", REPO, root / "on"),
                  "off": Side("mode off", REPO, root / "off",
