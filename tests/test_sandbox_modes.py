@@ -252,10 +252,6 @@ def test_mode_off_runs_unconfined_and_says_nothing(world):
     assert "off (unconfined)" in line
 
 
-@pytest.mark.xfail(strict=True, reason="tools/sandbox.py: the Landlock-only fallback passes "
-                   "every entry of each folder on the way to a hidden path in one argv word "
-                   "(--policy JSON); past 128 KiB (MAX_ARG_STRLEN) the tool cannot start: "
-                   "'Argument list too long'. /tmp full of uv-*.lock files does it.")
 @needs_landlock
 def test_the_landlock_fallback_runs_beside_a_crowded_folder(world):
     world.no_bwrap()
@@ -269,9 +265,6 @@ def test_the_landlock_fallback_runs_beside_a_crowded_folder(world):
     assert result_json(done)["ssh"].startswith("denied")
 
 
-@pytest.mark.xfail(strict=True, reason="tools/confined.py: the best-effort warning is kept "
-                   "once per text, and a tool granted hosts adds its own phrase, so one "
-                   "'tools run' of it prints two warnings (its --toolspec run, its call)")
 def test_one_warning_even_for_a_tool_granted_hosts(world_off_tmp):
     world = world_off_tmp
     world.no_bwrap()
@@ -617,9 +610,6 @@ def test_the_shell_tool_writes_the_workspace_but_no_start_up_file(project, monke
     assert read.is_error and CANARY not in read.text
 
 
-@pytest.mark.xfail(strict=True, reason="tools/confined.py denied_note tells the shell tool "
-                   "to grant [tools.network_grant] shell, which the shell tool never reads: "
-                   "its hosts are [shell] network")
 @needs_bwrap
 def test_a_host_the_shell_may_not_reach_names_the_setting_that_grants_it(project, web):
     fetch = f"{sys.executable} -c \"import urllib.request as u; " \
@@ -651,9 +641,6 @@ def test_a_vanished_workspace_is_a_clear_result_and_runs_nothing(project, tmp_pa
     assert not leak.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="a write grant whose folder does not exist yet is "
-                   "left out of the sandbox without a word: the tool sees a read-only file "
-                   "system and nothing says why (silica could create the folder, or say so)")
 @needs_bwrap
 def test_a_granted_folder_that_does_not_exist_yet_is_created_or_named(world):
     world.config('[tools.write_grant]\nmaker = ["~/out"]\n')
@@ -794,10 +781,6 @@ def test_the_shell_tool_without_namespaces(world_off_tmp, monkeypatch, mode):
         assert (world.workspace / "made.txt").read_text() == "made\n"
 
 
-@pytest.mark.xfail(strict=True, reason="tools/sandbox.py: probe() keeps its answer for the "
-                   "boot and 'silica sandbox' probes afresh without updating it, so after "
-                   "fixing the machine (a sysctl) 'silica sandbox' says all works while "
-                   "require keeps refusing every tool until the next reboot")
 @needs_bwrap
 def test_after_the_machine_is_fixed_silica_sandbox_and_the_tools_agree(world):
     restricted = world.root / "userns-restricted"
@@ -817,9 +800,6 @@ def test_after_the_machine_is_fixed_silica_sandbox_and_the_tools_agree(world):
     assert (world.workspace / "marker-peek").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="tools/discovery.py: a spec cached from an earlier "
-                   "run is listed 'ok' (and offered to a model) under require on a machine "
-                   "that cannot confine, though every call of it is refused")
 def test_require_lists_a_tool_with_a_cached_spec_as_an_error_too(world):
     world.no_bwrap()
     world.config('[sandbox]\nmode = "off"\n')
@@ -893,9 +873,6 @@ def test_the_display_is_visible_only_to_a_tool_granted_it(world, tmp_path, xserv
                     "sketch": {"asked": True, "granted": False}}
 
 
-@pytest.mark.xfail(strict=True, reason="tools/confined.py: the proxy's OSError (socket path "
-                   "too long under a deep $TMPDIR) escapes run_confined: 'tools run' ends in "
-                   "a traceback instead of a result saying what to do")
 @needs_bwrap
 def test_a_proxy_that_cannot_start_is_a_clear_result_not_a_traceback(world, monkeypatch):
     deep = world.root / ("t" * 110)

@@ -25,13 +25,13 @@ def sandbox(*, json_: Annotated[bool, Parameter(name="--json", negative="")] = F
         Print the report as JSON.
     """
     from silica.cli.tools import user_settings
-    from silica.paths import silica_home
+    from silica.paths import cache_dir, silica_home
     from silica.security.sandbox import SandboxPolicy, tilde
     from silica.tools.sandbox import fresh_probe
 
     settings = user_settings()
     policy = SandboxPolicy.from_settings(settings, silica_home())
-    layers = fresh_probe()
+    layers = fresh_probe(cache_dir())
     conf = policy.confinement(label="a tool", workspace=Path.cwd(),
                               network=settings.shell.network)
     missing = layers.missing()

@@ -125,7 +125,8 @@ async def _stdio(name: str, server: McpServerSettings, stderr: IO[str] | None,
         confinement = sandbox.confinement(
             label=f"the MCP server {name!r}", workspace=start.cwd, network=server.network,
             writable=[cache, *(Path(p).expanduser() for p in server.write)],
-            readable=[start.cwd])
+            readable=[start.cwd],
+            network_setting=f'[mcp.servers.{_toml_key(name)}] network = ["{{host}}"]')
         confined = Sandboxed(sandbox, confinement, cache_dir())
     try:
         async with confined_command([start.command, *server.args], confined,
@@ -158,6 +159,10 @@ async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
     async with bounded_http_client(headers or None) as http, \
             streamable_http_client(url, http_client=http) as streams:
         yield streams
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + name.replace('"', '\\"') + '"'
 
 
 # What a server says when the sandbox kept it from its registry or from writing.

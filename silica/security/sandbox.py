@@ -78,6 +78,14 @@ class Confinement:
     network: tuple[str, ...] = ()
     display: bool = False
     label: str = "tool"  # who runs (a tool's name), for messages
+    network_setting: str = ""  # how a host is granted to it ({host}); default: a tool's
+
+    def __post_init__(self) -> None:
+        if not self.network_setting:
+            key = self.label if self.label.replace("_", "").replace("-", "").isalnum() \
+                else f'"{self.label}"'
+            object.__setattr__(self, "network_setting",
+                               f"[tools.network_grant] {key} = [\"{{host}}\"]")
 
     @property
     def network_kind(self) -> Literal["none", "proxy", "all"]:
@@ -170,7 +178,8 @@ class SandboxPolicy:
 
     def confinement(self, *, label: str, workspace: Path | None,
                     network: Sequence[str] = (), writable: Iterable[Path] = (),
-                    display: bool = False, readable: Iterable[Path] = ()) -> Confinement:
+                    display: bool = False, readable: Iterable[Path] = (),
+                    network_setting: str = "") -> Confinement:
         """The confinement of one run: the defaults plus what was granted; ``readable``
         are folders inside a hidden one the run needs (the tool's own)."""
         visible = [self.silica_home / n for n in SILICA_HOME_READABLE] \
@@ -186,7 +195,8 @@ class SandboxPolicy:
             writable=tuple(Path(p).absolute() for p in writable),
             hidden=self.hidden(), visible=tuple(dict.fromkeys(visible)),
             protected=tuple(dict.fromkeys(protected)),
-            network=tuple(dict.fromkeys(network)), display=display, label=label)
+            network=tuple(dict.fromkeys(network)), display=display, label=label,
+            network_setting=network_setting)
 
     def for_tool(self, name: str, asked_network: Sequence[str], asked_write: Sequence[str],
                  asked_display: bool, from_pack: bool, *, workspace: Path | None,

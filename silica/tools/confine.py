@@ -97,8 +97,19 @@ def main(args: list[str]) -> None:
     text = "{}"
     if args[:1] == ["--policy"] and len(args) >= 2:
         text, args = args[1], args[2:]
+    elif args[:1] == ["--policy-file"] and len(args) >= 2:
+        try:  # a policy too long for one argument (the kernel takes 128 KiB)
+            fd = posix.open(args[1], posix.O_RDONLY)
+            try:
+                text = b"".join(iter(lambda: posix.read(fd, 1 << 20), b"")).decode()
+            finally:
+                posix.close(fd)
+        except (OSError, UnicodeDecodeError) as exc:
+            _fail(f"--policy-file: cannot read {args[1]}: {exc}")
+        args = args[2:]
     if args[:1] != ["--"] or len(args) < 2:
-        _fail("usage: confine.py [--policy JSON] -- ARGV...  |  confine.py --probe")
+        _fail("usage: confine.py [--policy JSON | --policy-file PATH] -- ARGV...  |  "
+              "confine.py --probe")
     try:
         policy = parse_policy(text)
     except ValueError as exc:

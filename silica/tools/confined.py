@@ -48,9 +48,11 @@ class Sandboxed:
     cache_folder: Path | None = None  # where the probe's answer is kept
 
 
-def _warn_once(text: str) -> None:
-    if text not in _warned:
-        _warned.add(text)
+def _warn_once(text: str, key: str | None = None) -> None:
+    """Print ``text`` on silica's stderr unless ``key`` (default: the text) was said before
+    by this process."""
+    if (key or text) not in _warned:
+        _warned.add(key or text)
         print(safe_text(f"silica: {text}"), file=sys.stderr)
 
 
@@ -76,12 +78,20 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
     if missing and sandbox.policy.mode == "require":
         raise SandboxRefused(
             "silica sandbox: " + conf.label + " was not run, because [sandbox] mode = "
-            "\"require\" and this machine cannot confine " + "; ".join(missing) +
+            "\"require\" and this machine leaves unconfined: " + "; ".join(missing) +
             ". Fix that (see 'silica sandbox'), or set [sandbox] mode = \"best-effort\"")
-    if missing:
+    if missing:  # once per process, whichever run meets it first
         _warn_once("tools run only partly confined here: not confined: " + "; ".join(missing)
-                   + " (see 'silica sandbox'; [sandbox] mode = \"require\" refuses instead)")
-    call_dir = new_call_dir()
+                   + " (see 'silica sandbox'; [sandbox] mode = \"require\" refuses instead)",
+                   key="partly confined")
+    try:
+        call_dir = new_call_dir()
+    except OSError as exc:
+        raise SandboxRefused(f"silica sandbox: {conf.label} was not run: its own folder "
+                             f"could not be made ({exc})") from None
+    for folder in conf.writable:  # a granted folder is made, not silently left out
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
     missing_before = [p for p in conf.protected if not os.path.lexists(p)]
     try:
         async with _proxy(conf, call_dir / PROXY_NAME) as proxy:
@@ -116,13 +126,15 @@ def _quarantine(made: list[Path], label: str, cache_folder: Path | None) -> None
                    f"later); it was moved to {target}")
 
 
-def denied_note(label: str, proxy) -> str:
-    """What the person and the model are told about hosts the proxy refused ("" if none)."""
+def denied_note(conf: Confinement, proxy) -> str:
+    """What the person and the model are told about hosts the proxy refused ("" if none),
+    naming the setting that grants them to this run."""
     if proxy is None or not proxy.denied:
         return ""
-    return "".join(f"\n[silica: {label} may not reach {host} (not granted). Grant it in "
-                   f"config.toml: [tools.network_grant] {label} = "
-                   f"[\"{host.rsplit(':', 1)[0]}\"]]" for host in dict.fromkeys(proxy.denied))
+    return "".join(f"\n[silica: {conf.label} may not reach {host} (not granted). Grant it "
+                   "in config.toml: " + conf.network_setting.format(
+                       host=host.rsplit(":", 1)[0]) + "]"
+                   for host in dict.fromkeys(proxy.denied))
 
 
 async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
@@ -138,7 +150,7 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
             raw = await run_process(command, env={**(os.environ if env is None else env), **extra},
                                     cwd=cwd, timeout=timeout, stdout_cap=stdout_cap,
                                     stderr_cap=stderr_cap, on_stderr_line=on_stderr_line)
-            if sandbox is not None and (note := denied_note(sandbox.confinement.label, proxy)):
+            if sandbox is not None and (note := denied_note(sandbox.confinement, proxy)):
                 raw.notes.append(note.strip())
     except SandboxRefused as exc:
         return RawOutput(b"", b"", None, 0.0, error=str(exc))
@@ -152,9 +164,17 @@ async def _proxy(conf: Confinement, socket_path: Path):
         return
     from silica.security.netproxy import HostRules, NetworkProxy
 
-    async with NetworkProxy(HostRules.parse(list(conf.network)), socket_path,
-                            tool=conf.label) as proxy:
+    try:
+        proxy = NetworkProxy(HostRules.parse(list(conf.network)), socket_path,
+                             tool=conf.label)
+        await proxy.__aenter__()
+    except OSError as exc:
+        raise SandboxRefused(f"silica sandbox: {conf.label} was not run: its network proxy "
+                             f"could not start ({exc}); set TMPDIR to a short path") from None
+    try:
         yield proxy
+    finally:
+        await proxy.__aexit__(None, None, None)
 
 
 async def run_script(path: Path, args: list[str], *, sandbox: Sandboxed | None,

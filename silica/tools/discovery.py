@@ -152,7 +152,7 @@ async def _complete(result: Discovery, files: list[_File], pm, cache: SpecCache,
     for f, tools in per_file:
         if _needs_authorization(f, tools):
             _mark_unauthorized(tools, await _check_authorization(f, tools, pm, cache, options))
-    return _note_env(result, options)
+    return _note_env(result, options, cache)
 
 
 def _settle(result: Discovery, options: DiscoveryOptions) -> None:
@@ -161,7 +161,7 @@ def _settle(result: Discovery, options: DiscoveryOptions) -> None:
     result.warnings.extend(resolve_clashes(result.all_tools, options.allow_shadow_builtins))
 
 
-def _note_env(result: Discovery, options: DiscoveryOptions) -> Discovery:
+def _note_env(result: Discovery, options: DiscoveryOptions, cache: SpecCache) -> Discovery:
     """Note what each tool asked for of the environment and the sandbox, and what it gets."""
     environ = dict(os.environ)
     for tool in result.all_tools:
@@ -172,7 +172,24 @@ def _note_env(result: Discovery, options: DiscoveryOptions) -> Discovery:
                 meta = tool.metadata
                 tool.sandbox = options.sandbox.access(tool.name, meta.network, meta.write,
                                                       meta.display, from_pack(tool))
+                _refuse_under_require(tool, cache)
     return result
+
+
+def _refuse_under_require(tool: Tool, cache: SpecCache) -> None:
+    """Under ``[sandbox] mode = "require"`` a tool this machine cannot confine is listed as
+    an error, not offered (even when its spec was cached before)."""
+    access = tool.sandbox
+    if access is None or access.mode != "require" or not tool.ok:
+        return
+    from silica.tools.sandbox import probe
+
+    missing = probe(cache.folder.parent).missing(access.confinement)
+    if missing:
+        tool.status = ToolStatus.ERROR
+        tool.reason = ("[sandbox] mode = \"require\" and this machine leaves unconfined: "
+                       + "; ".join(missing) + ". Fix that (see 'silica sandbox'), or set "
+                       "[sandbox] mode = \"best-effort\"")
 
 
 def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: SpecCache,
@@ -191,7 +208,7 @@ def discover_blocking(pm: pluggy.PluginManager, cwd: Path, home: Path, cache: Sp
                 result.tools.extend(tools)
             result.builtins = builtin_tools(pm, result.warnings, settings)
             _settle(result, options)
-            return _note_env(result, options)
+            return _note_env(result, options, cache)
     import asyncio  # processes to run: the scan is reused, not done again
 
     return asyncio.run(_complete(result, files, pm, cache, options, progress, settings))

@@ -50,6 +50,7 @@ PROXY_NAME = "proxy.sock"
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
             "/dev/shm", "/dev/pts", "/dev/ptmx")
 _X11 = "/tmp/.X11-unix"
+_ARG_ROOM = 64 * 1024  # a longer policy goes through a file (one argument may hold 128 KiB)
 _FORMAT = 1
 SYSCTL_ROOT = Path("/proc/sys")
 """Where the kernel settings behind a bubblewrap failure are read (a test points it
@@ -78,8 +79,9 @@ class Layers:
                     "tools run with your full rights)"]
         out: list[str] = []
         if not self.bwrap:
-            out.append(f"other processes are visible and a granted tool's hosts are not "
-                       f"checked (no bubblewrap: {self.bwrap_problem})")
+            out.append("Unix sockets reached by path, the host names a granted tool may "
+                       "reach, and .git/hooks and start-up files inside the workspace (no "
+                       f"bubblewrap: {self.bwrap_problem})")
             if not self.landlock_abi:
                 out.append("files and other processes' /proc (no Landlock: Linux 5.13 or "
                            "later with lsm=landlock)")
@@ -109,8 +111,7 @@ def _identity() -> str:
 def probe(cache_folder: Path | None = None) -> Layers:
     """The layers that work on this machine, found by starting each once (about 30 ms), the
     answer kept for this boot under ``cache_folder``."""
-    key = _identity()
-    cached = cache_folder / f"sandbox-{key}.json" if cache_folder else None
+    cached = _cache_file(cache_folder)
     if cached is not None:
         try:
             entry = json.loads(cached.read_text(encoding="utf-8"))
@@ -118,7 +119,14 @@ def probe(cache_folder: Path | None = None) -> Layers:
                 return Layers(**entry)
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    return fresh_probe(cache_folder)
+
+
+def fresh_probe(cache_folder: Path | None = None) -> Layers:
+    """The layers that work now, found afresh (``silica sandbox``), and kept for ``probe``:
+    a machine fixed since (a sysctl, bubblewrap installed) is believed at once."""
     layers = _probe_now()
+    cached = _cache_file(cache_folder)
     if cached is not None:
         from silica.fsutil import write_atomic
 
@@ -127,12 +135,12 @@ def probe(cache_folder: Path | None = None) -> Layers:
             write_atomic(cached, json.dumps({"format": _FORMAT, **layers.to_json()}))
         except OSError:
             pass
+    probe.cache_clear()
     return layers
 
 
-def fresh_probe() -> Layers:
-    """The layers that work now (``probe`` without its cache: for ``silica sandbox``)."""
-    return _probe_now()
+def _cache_file(cache_folder: Path | None) -> Path | None:
+    return cache_folder / f"sandbox-{_identity()}.json" if cache_folder else None
 
 
 def _probe_now() -> Layers:
@@ -239,7 +247,8 @@ def _stage(argv: list[str], c: Confinement, layers: Layers, call_dir: Path,
     writes = [str(p) for p in ((c.workspace,) if c.workspace else ()) + c.writable]
     writes += [str(call_dir), *_DEVICES]
     policy: dict = {"write": writes, "network": c.network_kind,
-                    "landlock": "best-effort" if layers.landlock_abi else "off",
+                    # a layer the probe found must hold: never a silent unconfined run
+                    "landlock": "require" if layers.landlock_abi else "off",
                     "seccomp": "require" if layers.seccomp else "best-effort"}
     if inside:
         policy["read"] = ["/"]
@@ -248,7 +257,12 @@ def _stage(argv: list[str], c: Confinement, layers: Layers, call_dir: Path,
         policy["read"] = [*_readable_around(hidden), *map(str, c.visible), *_PROC_READABLE]
     if c.network_kind == "proxy" and proxy_socket is not None:
         policy["proxy_socket"] = str(proxy_socket)
-    return [*_confine_command(), "--policy", json.dumps(policy), "--", *argv]
+    text = json.dumps(policy)
+    if len(text) < _ARG_ROOM:
+        return [*_confine_command(), "--policy", text, "--", *argv]
+    path = call_dir / "policy.json"  # read by the stage before it restricts itself
+    path.write_text(text, encoding="utf-8")
+    return [*_confine_command(), "--policy-file", str(path), "--", *argv]
 
 
 @functools.cache
@@ -262,7 +276,9 @@ def _confine_command() -> tuple[str, ...]:
 def _readable_around(hidden: tuple[Path, ...]) -> list[str]:
     """Folders and files that together cover ``/`` except ``hidden`` (Landlock grants, it
     cannot refuse beneath a grant): at each folder on the way to a hidden path, every entry
-    but the one leading there. Entries made later under those folders stay unreadable."""
+    but the one leading there. Entries made later under those folders stay unreadable. A
+    link is granted only when where it leads holds no hidden path (Landlock follows it)."""
+    hidden = tuple(dict.fromkeys([*hidden, *map(_real, hidden)]))
     tree: dict = {}
     for path in hidden:
         node = tree
@@ -279,12 +295,19 @@ def _readable_around(hidden: tuple[Path, ...]) -> list[str]:
         for name in entries:
             child = node.get(name)
             if child is None:
-                out.append(str(folder / name))
+                if not (os.path.islink(folder / name) and _leads_to(folder / name, hidden)):
+                    out.append(str(folder / name))
             elif None not in child:
                 walk(folder / name, child)
 
     walk(Path("/"), tree)
     return out
+
+
+def _leads_to(link: Path, hidden: tuple[Path, ...]) -> bool:
+    """Whether the link leads to, into or above one of ``hidden``."""
+    target = _real(link)
+    return any(h == target or target in h.parents or h in target.parents for h in hidden)
 
 
 def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:

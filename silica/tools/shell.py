@@ -181,7 +181,8 @@ def shell_sandbox(settings: Settings, workdir: Path, label: str = "shell") -> Sa
     ``[shell] network`` (none by default)."""
     sandbox = SandboxPolicy.from_settings(settings, silica_home())
     confinement = sandbox.confinement(label=label, workspace=workdir,
-                                      network=settings.shell.network)
+                                      network=settings.shell.network,
+                                      network_setting='[shell] network = ["{host}"]')
     return Sandboxed(sandbox, confinement, cache_dir())
 
 
