@@ -145,6 +145,16 @@ ESCAPES: dict[str, str] = {
         attempt("rename .git/config", lambda: os.rename(os.path.join(WS, ".git", "config"),
                                                         os.path.join(WS, ".git", "old")))
     """,
+    "git_rename": """
+        git = os.path.join(WS, ".git")
+        if attempt("rename .git", lambda: os.rename(git, git + "-old")) is not None or \\
+                not os.path.exists(git):
+            os.makedirs(os.path.join(git, "hooks"), exist_ok=True)
+            attempt("write a new .git/config",
+                    lambda: write(os.path.join(git, "config"), "[core]\\n\\tfsmonitor = pwn\\n"))
+        attempt("rename .git/hooks", lambda: os.rename(os.path.join(git, "hooks"),
+                                                       os.path.join(git, "hooks-old")))
+    """,
     # -- links in the workspace pointing out -------------------------------------------------
     "symlink_ssh": """
         link = os.path.join(WS, "ssh-link")
@@ -550,7 +560,7 @@ def check_host(world: World, name: str, report: str) -> None:
         assert not (home / ".bash_profile").exists()
     elif name == "workspace_bashrc":
         assert (ws / ".bashrc").read_text() == "# the project's own\n"
-    elif name == "git_config":
+    elif name in ("git_config", "git_rename"):
         assert (ws / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
         assert sorted(p.name for p in (ws / ".git" / "hooks").iterdir()) == \
             ["pre-commit.sample"]

@@ -9,7 +9,8 @@ Two layers, each optional, both used where they work (the policy is
 - **bubblewrap** (user namespaces): its own PID namespace and ``/proc``, IPC and UTS
   namespaces, no network namespace unless the tool has the whole network, ``/`` read-only,
   the hidden paths masked (an empty folder, or ``/dev/null`` for a file), the workspace, the
-  call's folder (``/tmp`` inside) and granted paths writable, protected paths read-only again,
+  call's folder (``/tmp`` inside) and granted paths writable, protected paths read-only again
+  (and the folders between them and their writable root pinned, so none is moved aside),
   every capability dropped, a new session (no terminal to push input into), and it dies with
   its parent (the runner's reaper, which stays outside).
 - **the in-sandbox stage** (``confine.py``, inside bubblewrap or alone): no new privileges,
@@ -330,9 +331,20 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
     for path in c.visible:
         mounts.append((path, ["--ro-bind-try", str(path), str(path)]))
     roots = [r for r in ((c.workspace,) if c.workspace else ()) + c.writable]
+    pinned: set[Path] = set()
     for path in c.protected:
-        if any(r == path or r in path.parents for r in roots) and path.exists():
-            mounts.append((path, ["--ro-bind", str(path), str(path)]))
+        root = next((r for r in roots if r == path or r in path.parents), None)
+        if root is None or not path.exists():
+            continue
+        mounts.append((path, ["--ro-bind", str(path), str(path)]))
+        # Each folder between the root and the path is bound onto itself: a mount point
+        # cannot be renamed or removed, so ``.git`` cannot be moved aside for a new one.
+        for folder in path.parents:
+            if folder == root or root not in folder.parents:
+                break
+            if folder not in pinned and folder.is_dir() and not folder.is_symlink():
+                pinned.add(folder)
+                mounts.append((folder, ["--bind", str(folder), str(folder)]))
     # Outer paths first: a later mount on an inner path is what stays visible there.
     for _, words in sorted(mounts, key=lambda m: len(m[0].parts)):
         args += words
