@@ -10,7 +10,7 @@ A tool (spec, ``--authorize``, call), the shell tool and a stdio MCP server each
 - **writes** only to the workspace (the session's folder), the call's own temporary folder
   (``/tmp`` inside) and the paths the user granted the tool (``[tools.write_grant]``); inside
   the workspace ``PROTECTED`` stay read-only (shell start-up files, ``.git/config`` and
-  ``.git/hooks``, silica's own tool folders);
+  ``.git/hooks``, a ``.git`` that is a file (a worktree's), silica's own tool folders);
 - **network** none, unless granted (``[tools.network_grant]``): then only the granted hosts,
   through a proxy silica runs for the call; ``"*"`` is the whole network;
 - **display** (the X server's socket) only when granted (``[tools] display_grant``).
@@ -188,6 +188,8 @@ class SandboxPolicy:
         roots = [workspace.absolute()] if workspace else []
         roots += [Path(p).absolute() for p in writable]
         protected = [r / rel for r in roots for rel in PROTECTED]
+        # a worktree's or submodule's .git is a file naming the git folder: it stays too
+        protected += [r / ".git" for r in roots if (r / ".git").is_file()]
         # silica itself and its Python: they run again, unconfined, after this tool
         protected += [p for p in _own_code() if any(r == p or r in p.parents for r in roots)]
         return Confinement(
