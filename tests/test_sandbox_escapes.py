@@ -18,6 +18,7 @@ default mode (``best-effort``), as a user gets it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import os
 import shutil
@@ -198,6 +199,15 @@ ESCAPES: dict[str, str] = {
         attempt("UDP to a name server on the host", udp)
         attempt("resolve a name", lambda: socket.getaddrinfo(CANARY + ".example.com", 80))
     """,
+    "unix_socket": """
+        def talk():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(5)
+                s.connect(os.path.join(OUTSIDE, "daemon.sock"))
+                s.sendall(CANARY.encode())
+                return s.recv(100)
+        attempt("a Unix socket of a daemon outside", talk)
+    """,
     "proxy_ungranted": """
         import urllib.request
         def get(url):
@@ -274,6 +284,13 @@ ESCAPES: dict[str, str] = {
 }
 GRANTED = ("net_granted", "write_granted")
 NEEDS_WORKTREE = ("git_file",)  # run with a workspace whose .git is a file
+# holes this suite found that are not closed yet (see the reason)
+KNOWN_HOLES = {
+    "unix_socket": "a confined tool may connect to any Unix socket on the host that its user "
+                   "may (docker.sock, an emacs or screen server, a daemon's socket): bubblewrap "
+                   "binds them read-only, which does not stop connect(), and the seccomp filter "
+                   "allows AF_UNIX sockets",
+}
 # what the agent, mcp serve, serve and as both users try (the whole list: tools run)
 SUBSET = ("environ_scan", "ssh_key", "write_outside", "tcp_loopback", "proxy_ungranted",
           "daemon", "net_granted")
@@ -330,6 +347,30 @@ def udp_server():
     threading.Thread(target=serve, daemon=True).start()
     yield found
     sock.close()
+
+
+def unix_server(path: Path) -> tuple[Listener, socket.socket]:
+    """A daemon's Unix socket outside the workspace (open to all, as many are)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o777)
+    sock.listen()
+    found = Listener()
+
+    def serve():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            with conn:
+                found.heard.append(b"(connected)")
+                conn.settimeout(2)
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{CANARY}-unix".encode())
+
+    threading.Thread(target=serve, daemon=True).start()
+    return found, sock
 
 
 class _Page(http.server.BaseHTTPRequestHandler):
@@ -473,7 +514,9 @@ def world(request, tmp_path, tcp_server, udp_server, http_servers):
         made = make_world(folder / "w", user, python, {**base, **extra}, ports)
         cleanup = folder
     made.tcp, made.udp = tcp_server, udp_server
+    made.unix, unix = unix_server(made.outside / "daemon.sock")
     yield made
+    unix.close()
     if made.sibling is not None:
         made.sibling.kill()
         made.sibling.wait()
@@ -585,6 +628,8 @@ def check_host(world: World, name: str, report: str) -> None:
         assert world.tcp.heard == []
     elif name == "dns":
         assert world.udp.heard == []
+    elif name == "unix_socket":
+        assert world.unix.heard == []
     elif name == "proxy_ungranted":  # the person and the model are told what was refused
         assert f"may not reach 127.0.0.1:{world.ports['port_b']} (not granted)" in report
     elif name == "daemon":
@@ -610,7 +655,9 @@ def assert_contained(world: World, name: str, report: str) -> None:
 # -- the tests ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in ESCAPES if n not in NEEDS_WORKTREE])
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_HOLES[n]))
+    if n in KNOWN_HOLES else n for n in ESCAPES if n not in NEEDS_WORKTREE])
 def test_tools_run(world, name):
     world.tool(name)
     assert_contained(world, name, via_tools_run(world, name))
