@@ -167,6 +167,12 @@ ESCAPES: dict[str, str] = {
             return os.replace(git + ".new", git)
         attempt("replace .git by rename", replace)
     """,
+    "git_init": """
+        # a workspace that is no repository yet: the tool may make one (its own .git)
+        import subprocess
+        done = subprocess.run(["git", "init", "-q", WS], capture_output=True, text=True)
+        print("GRANTED-OK" if done.returncode == 0 else "git init failed", done.stderr)
+    """,
     # -- links in the workspace pointing out -------------------------------------------------
     "symlink_ssh": """
         link = os.path.join(WS, "ssh-link")
@@ -207,6 +213,14 @@ ESCAPES: dict[str, str] = {
                 s.sendall(CANARY.encode())
                 return s.recv(100)
         attempt("a Unix socket of a daemon outside", talk)
+    """,
+    "missing_protected": """
+        for rel in (".vscode/tasks.json", ".envrc", ".mcp.json", ".silica/tools/planted.py"):
+            path = os.path.join(WS, rel)
+            def plant():
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                return write(path, "planted\\n", "w")
+            attempt("create " + rel, plant)
     """,
     "proxy_ungranted": """
         import urllib.request
@@ -282,8 +296,11 @@ ESCAPES: dict[str, str] = {
         print("GRANTED-OK", read(path).decode())
     """,
 }
-GRANTED = ("net_granted", "write_granted")
-NEEDS_WORKTREE = ("git_file",)  # run with a workspace whose .git is a file
+GRANTED = ("net_granted", "write_granted", "git_init")
+# bubblewrap makes read-only only what exists: a protected path that is not there can be made
+# during the call, and silica moves it aside afterwards (what the host shows is checked)
+UNDONE_AFTER = ("missing_protected",)
+NEEDS_WORKTREE = ("git_file", "git_init")  # run with a workspace whose .git is a file or none
 # holes this suite found that are not closed yet (see the reason)
 KNOWN_HOLES = {
     "unix_socket": "a confined tool may connect to any Unix socket on the host that its user "
@@ -622,6 +639,9 @@ def check_host(world: World, name: str, report: str) -> None:
         assert sorted(p.name for p in ws.iterdir() if p.name.startswith(".git")) == [".git"]
     elif name == "git_file":
         assert (ws / ".git").read_text() == WORKTREE_GIT
+    elif name == "git_init":  # its new repository is its own: nothing moved aside
+        assert (ws / ".git" / "config").is_file() and (ws / ".git" / "hooks").is_dir()
+        assert not list(ws.glob("**/*.silica-quarantine*"))
     elif name == "symlink_write":
         assert (out / "target.txt").read_text() == "untouched\n"
     elif name == "tcp_loopback":
@@ -630,6 +650,10 @@ def check_host(world: World, name: str, report: str) -> None:
         assert world.udp.heard == []
     elif name == "unix_socket":
         assert world.unix.heard == []
+    elif name == "missing_protected":  # made, then moved aside, and the person is told
+        assert not [p for p in (".vscode", ".envrc", ".mcp.json", ".silica") if (ws / p).exists()]
+        assert (ws / ".envrc.silica-quarantine").read_text() == "planted\n"
+        assert "missing_protected made" in report and "which no tool may write" in report
     elif name == "proxy_ungranted":  # the person and the model are told what was refused
         assert f"may not reach 127.0.0.1:{world.ports['port_b']} (not granted)" in report
     elif name == "daemon":
@@ -646,7 +670,7 @@ def assert_contained(world: World, name: str, report: str) -> None:
     assert f"{DONE} {name}" in report, report  # the call still answered
     if name in GRANTED:
         assert "GRANTED-OK" in report, report
-    else:
+    elif name not in UNDONE_AFTER:
         assert "ESCAPED" not in report, report
         assert CANARY not in report, report
     check_host(world, name, report)
@@ -681,10 +705,12 @@ WORKTREE_GIT = "gitdir: /srv/repo/.git/worktrees/project\n"
 
 @pytest.mark.parametrize("name", NEEDS_WORKTREE)
 def test_tools_run_in_a_worktree(world, name):
-    """A workspace that is a git worktree (its ``.git`` a file) keeps that file."""
+    """A workspace that is a git worktree (its ``.git`` a file) keeps that file; one that is
+    no repository may become one."""
     shutil.rmtree(world.workspace / ".git")
-    (world.workspace / ".git").write_text(WORKTREE_GIT)
-    world.own(world.workspace / ".git")
+    if name == "git_file":
+        (world.workspace / ".git").write_text(WORKTREE_GIT)
+        world.own(world.workspace / ".git")
     world.tool(name)
     assert_contained(world, name, via_tools_run(world, name))
 

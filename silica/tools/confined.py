@@ -26,12 +26,11 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from silica.security.sandbox import Confinement, SandboxPolicy
+from silica.security.sandbox import Confinement, SandboxPolicy, tilde
 from silica.security.text import safe_text
 from silica.tools.model import DEFAULT_STDERR_CAP, DEFAULT_STDOUT_CAP, RawOutput
 from silica.tools.runner import run_process
@@ -92,7 +91,7 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
     for folder in conf.writable:  # a granted folder is made, not silently left out
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
-    missing_before = [p for p in conf.protected if not os.path.lexists(p)]
+    absent = absent_protected(conf)
     try:
         async with _proxy(conf, call_dir / PROXY_NAME) as proxy:
             yield (wrap(argv, conf, layers, cwd=cwd, call_dir=call_dir,
@@ -100,30 +99,40 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
                    {"TMPDIR": str(call_dir)}, proxy)
     finally:
         await asyncio.to_thread(shutil.rmtree, call_dir, True)
-        made = [p for p in missing_before if os.path.lexists(p)]
-        if made:
-            _quarantine(made, conf.label, sandbox.cache_folder)
+        for note in remove_planted(conf.label, absent):  # what run_confined did not report
+            print(safe_text(f"silica: {note}"), file=sys.stderr)
 
 
-def _quarantine(made: list[Path], label: str, cache_folder: Path | None) -> None:
-    """Move protected paths a run created (a ``.envrc``, a ``.git/hooks`` file: code that
-    would run later, outside any sandbox) out of the workspace, and say so. Every process of
-    the run has ended (its PID namespace is gone), so none can make them again."""
-    import time
+def absent_protected(conf: Confinement) -> list[Path]:
+    """The protected paths that are not there before a run. bubblewrap can make read-only
+    only what exists, so a tool could make these (a ``.bash_profile`` beside ``.profile``,
+    ``.git/hooks``, ``.vscode``): ``remove_planted`` moves them aside after the run. A
+    repository the run makes itself (``git init`` where there was no ``.git``) is its own."""
+    return [p for p in conf.protected if not os.path.lexists(p)
+            and not (p.parent.name == ".git" and not os.path.lexists(p.parent))]
 
-    base = (cache_folder.parent if cache_folder else Path(tempfile.gettempdir()))
-    folder = base / "quarantine" / time.strftime("%Y%m%d-%H%M%S")
-    for path in made:
-        target = folder / str(path).lstrip("/")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(path), target)
-        except OSError as exc:
-            _warn_once(f"{label} created {path}, which tools may not write, and it could not "
-                       f"be moved away ({exc}); check it before your shell or git runs it")
+
+def remove_planted(label: str, absent: list[Path]) -> list[str]:
+    """Move aside (to ``NAME.silica-quarantine``) what a finished run made at the protected
+    paths in ``absent``, so it never runs; a note for each."""
+    notes = []
+    for path in absent:
+        if not os.path.lexists(path):
             continue
-        _warn_once(f"{label} created {path}, which tools may not write (code that runs "
-                   f"later); it was moved to {target}")
+        aside = path.with_name(path.name + ".silica-quarantine")
+        n = 1
+        while os.path.lexists(aside):
+            n += 1
+            aside = path.with_name(f"{path.name}.silica-quarantine-{n}")
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            notes.append(f"{label} made {tilde(path)}, which no tool may write, and it could "
+                         f"not be moved aside ({exc.strerror or exc}): remove it yourself")
+            continue
+        notes.append(f"{label} made {tilde(path)}, which no tool may write (it runs later, "
+                     f"outside the sandbox); it was moved to {tilde(aside)}")
+    return notes
 
 
 def denied_note(conf: Confinement, proxy) -> str:
@@ -144,6 +153,7 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
                        on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
     """Run ``argv`` as ``run_process`` does, confined as ``sandbox`` says (unconfined when
     ``sandbox`` is ``None`` or its mode is ``off``)."""
+    absent = absent_protected(sandbox.confinement) if sandbox is not None else []
     try:
         async with confined_command(argv, sandbox, cwd or Path.cwd()) as (command, extra,
                                                                            proxy):
@@ -152,6 +162,9 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
                                     stderr_cap=stderr_cap, on_stderr_line=on_stderr_line)
             if sandbox is not None and (note := denied_note(sandbox.confinement, proxy)):
                 raw.notes.append(note.strip())
+            if sandbox is not None and sandbox.policy.mode != "off":
+                raw.notes += [f"[silica: {n}]" for n in await asyncio.to_thread(
+                    remove_planted, sandbox.confinement.label, absent)]
     except SandboxRefused as exc:
         return RawOutput(b"", b"", None, 0.0, error=str(exc))
     return raw
