@@ -30,6 +30,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,7 +126,7 @@ ESCAPES: dict[str, str] = {
     # -- writing where it may not ----------------------------------------------------------
     "write_outside": """
         attempt("write outside", lambda: write(os.path.join(OUTSIDE, "pwned.txt")))
-        attempt("write /tmp", lambda: write("/tmp/" + CANARY + "-pwned.txt"))
+        attempt("write /tmp", lambda: write("/tmp/{tmp_name}"))
     """,
     "home_bashrc": """
         attempt("append ~/.bashrc", lambda: write(os.path.join(HOME, ".bashrc")))
@@ -304,9 +305,9 @@ NEEDS_WORKTREE = ("git_file", "git_init")  # run with a workspace whose .git is 
 # holes this suite found that are not closed yet (see the reason)
 KNOWN_HOLES = {
     "unix_socket": "a confined tool may connect to any Unix socket on the host that its user "
-                   "may (docker.sock, an emacs or screen server, a daemon's socket): bubblewrap "
-                   "binds them read-only, which does not stop connect(), and the seccomp filter "
-                   "allows AF_UNIX sockets",
+                   "may (a container engine's control socket, an editor's server, a daemon's): "
+                   "bubblewrap binds them read-only, which does not stop connect(), and the "
+                   "seccomp filter allows AF_UNIX sockets",
 }
 # what the agent, mcp serve, serve and as both users try (the whole list: tools run)
 SUBSET = ("environ_scan", "ssh_key", "write_outside", "tcp_loopback", "proxy_ungranted",
@@ -424,7 +425,7 @@ class World:
     python: str
     root: Path
     env: dict[str, str]
-    ports: dict[str, int]
+    ports: dict[str, int | str]
     sibling: subprocess.Popen | None = None
 
     @property
@@ -486,7 +487,7 @@ class World:
 
 
 def make_world(root: Path, user: str | None, python: str, env: dict[str, str],
-               ports: dict[str, int]) -> World:
+               ports: dict[str, int | str]) -> World:
     world = World(user, python, root, env, ports)
     home, ws, out = world.home, world.workspace, world.outside
     for folder in (home / ".ssh", home / ".aws", home / "granted", world.silica_home / "tools",
@@ -517,7 +518,8 @@ def make_world(root: Path, user: str | None, python: str, env: dict[str, str],
 @pytest.fixture(params=["root", "user"])
 def world(request, tmp_path, tcp_server, udp_server, http_servers):
     ports = {"tcp_port": tcp_server.port, "udp_port": udp_server.port,
-             "port_a": http_servers[0], "port_b": http_servers[1]}
+             "port_a": http_servers[0], "port_b": http_servers[1],
+             "tmp_name": f"{CANARY}-{uuid.uuid4().hex}-pwned.txt"}
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("ANTHROPIC_", "OPENAI_", "SILICA_"))}
     if request.param == "root":
@@ -626,7 +628,7 @@ def check_host(world: World, name: str, report: str) -> None:
     home, out = world.home, world.outside
     if name == "write_outside":
         assert not (out / "pwned.txt").exists()
-        assert not Path(f"/tmp/{CANARY}-pwned.txt").exists()
+        assert not Path(f"/tmp/{world.ports['tmp_name']}").exists()
     elif name == "home_bashrc":
         assert (home / ".bashrc").read_text() == "# the user's own\n"
         assert not (home / ".bash_profile").exists()
