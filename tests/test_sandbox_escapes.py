@@ -653,7 +653,8 @@ def check_host(world: World, name: str, report: str) -> None:
     elif name == "unix_socket":
         assert world.unix.heard == []
     elif name == "missing_protected":  # made, then moved aside, and the person is told
-        assert not [p for p in (".vscode", ".envrc", ".mcp.json", ".silica") if (ws / p).exists()]
+        assert not [p for p in (".vscode", ".envrc", ".mcp.json", ".silica/tools/planted.py")
+                    if (ws / p).exists()]
         assert (ws / ".envrc.silica-quarantine").read_text() == "planted\n"
         assert "missing_protected made" in report and "which no tool may write" in report
     elif name == "proxy_ungranted":  # the person and the model are told what was refused
@@ -715,6 +716,18 @@ def test_tools_run_in_a_worktree(world, name):
         world.own(world.workspace / ".git")
     world.tool(name)
     assert_contained(world, name, via_tools_run(world, name))
+
+
+@pytest.mark.parametrize("name", ["silica_config", "ssh_key", "missing_protected"])
+def test_tools_run_from_the_home_folder(world, name):
+    """silica run from the home folder: the workspace holds ``$SILICA_HOME`` (``~/.silica``,
+    hidden and protected at once) and the secrets, and still none is reached."""
+    world.tool(name)
+    done = subprocess.run(world.silica("tools", "run", name), capture_output=True, text=True,
+                          timeout=300, cwd=world.home, env=world.env)
+    report = done.stdout + done.stderr
+    assert f"workspace {world.home}\n" in report, report
+    assert_contained(world, name, report)
 
 
 def test_a_hostile_mcp_server(world):

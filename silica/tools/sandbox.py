@@ -323,6 +323,7 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
         mounts.append((root, ["--bind-try", str(root), str(root)]))
     hidden = [*c.hidden, *_in_tmp(), call_dir.parent,
               *(() if c.display else (Path(_X11),))]
+    masked = [*hidden, *map(_real, hidden)]
     for path in map(_real, hidden):
         if path.is_dir():
             mounts.append((path, ["--tmpfs", str(path)]))
@@ -334,15 +335,16 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
     pinned: set[Path] = set()
     for path in c.protected:
         root = next((r for r in roots if r == path or r in path.parents), None)
-        if root is None or not path.exists():
-            continue
+        if root is None or not path.exists() or _beneath(path, masked):
+            continue  # a hidden path is no more writable than it is readable: left hidden
         mounts.append((path, ["--ro-bind", str(path), str(path)]))
         # Each folder between the root and the path is bound onto itself: a mount point
         # cannot be renamed or removed, so ``.git`` cannot be moved aside for a new one.
         for folder in path.parents:
             if folder == root or root not in folder.parents:
                 break
-            if folder not in pinned and folder.is_dir() and not folder.is_symlink():
+            if folder not in pinned and folder.is_dir() and not folder.is_symlink() \
+                    and not _beneath(folder, masked):
                 pinned.add(folder)
                 mounts.append((folder, ["--bind", str(folder), str(folder)]))
     # Outer paths first: a later mount on an inner path is what stays visible there.
@@ -350,6 +352,11 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
         args += words
     args += ["--chdir", str(cwd)]
     return args
+
+
+def _beneath(path: Path, folders: list[Path]) -> bool:
+    """Whether ``path`` is one of ``folders`` or inside one."""
+    return any(f == path or f in path.parents for f in folders)
 
 
 def _real(path: Path) -> Path:
