@@ -303,12 +303,7 @@ GRANTED = ("net_granted", "write_granted", "git_init")
 UNDONE_AFTER = ("missing_protected",)
 NEEDS_WORKTREE = ("git_file", "git_init")  # run with a workspace whose .git is a file or none
 # holes this suite found that are not closed yet (see the reason)
-KNOWN_HOLES = {
-    "unix_socket": "a confined tool may connect to any Unix socket on the host that its user "
-                   "may (a container engine's control socket, an editor's server, a daemon's): "
-                   "bubblewrap binds them read-only, which does not stop connect(), and the "
-                   "seccomp filter allows AF_UNIX sockets",
-}
+KNOWN_HOLES: dict[str, str] = {}
 # what the agent, mcp serve, serve and as both users try (the whole list: tools run)
 SUBSET = ("environ_scan", "ssh_key", "write_outside", "tcp_loopback", "proxy_ungranted",
           "daemon", "net_granted")

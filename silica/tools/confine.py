@@ -39,7 +39,8 @@ NETWORKS = ("none", "proxy", "all")
 _POLICY_CHOICES = {"landlock": ("require", "best-effort", "off"), "network": NETWORKS,
                    "seccomp": ("require", "best-effort")}
 _DEFAULTS = {"read": None, "write": None, "exec_anywhere": True, "landlock": "best-effort",
-             "network": "none", "proxy_socket": None, "proxy_port": 0, "seccomp": "require"}
+             "network": "none", "proxy_socket": None, "proxy_port": 0, "seccomp": "require",
+             "unix_sockets": True}
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP = 1, 4, 22
 PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS = 38, 39
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -138,7 +139,8 @@ def main(args: list[str]) -> None:
             _unconfined(f"Landlock is not available ({missing})")
     arch = posix.uname().machine
     if arch in _AUDIT_ARCH:
-        missing = install_seccomp(seccomp_filter(arch, policy["network"]))
+        missing = install_seccomp(seccomp_filter(arch, policy["network"],
+                                                 policy["unix_sockets"]))
         if missing and policy["seccomp"] == "require":
             _unconfined(f"seccomp is not available ({missing})")
     _exec(argv, env)
@@ -196,8 +198,9 @@ def parse_policy(text: str) -> dict:
     for key, choices in _POLICY_CHOICES.items():
         if policy[key] not in choices:
             raise ValueError(f"{key!r} must be one of {', '.join(choices)}")
-    if not isinstance(policy["exec_anywhere"], bool):
-        raise ValueError("'exec_anywhere' must be true or false")
+    for key in ("exec_anywhere", "unix_sockets"):
+        if not isinstance(policy[key], bool):
+            raise ValueError(f"'{key}' must be true or false")
     port = policy["proxy_port"]
     if type(port) is not int or not 0 <= port <= 65535:
         raise ValueError("'proxy_port' must be a number from 0 to 65535")
@@ -381,9 +384,12 @@ def _allow_path(ruleset: int, path: str, rights: int) -> None:
 # -- seccomp ---------------------------------------------------------------------------------
 
 
-def seccomp_filter(arch: str, network: str) -> bytes:
+def seccomp_filter(arch: str, network: str, unix_sockets: bool = True) -> bytes:
     """The classic BPF program (``struct sock_filter[]``, native byte order) that this script
-    installs for ``arch`` ("x86_64" or "aarch64") and ``network`` ("none", "proxy", "all")."""
+    installs for ``arch`` ("x86_64" or "aarch64") and ``network`` ("none", "proxy", "all").
+    Without ``unix_sockets`` no ``socket(AF_UNIX)`` is made either (``socketpair`` still
+    works): a path socket of the host (a container engine's, an editor's, a session bus)
+    cannot be reached, since a read-only mount does not stop ``connect()``."""
     if arch not in _AUDIT_ARCH or network not in NETWORKS:
         raise ValueError(f"no seccomp filter for {arch!r} with network {network!r}")
     nr = {name: numbers[arch == "aarch64"] for name, numbers in _SYSCALLS.items()}
@@ -404,6 +410,9 @@ def seccomp_filter(arch: str, network: str) -> bytes:
     # only the query and the default: no READ_IMPLIES_EXEC, no ADDR_NO_RANDOMIZE
     prog += _only_if(nr["personality"], [_arg(0), (_JEQ, 2, 0, 0), (_JEQ, 1, 0, 0xFFFFFFFF),
                                          (_RET, 0, 0, eperm), (_RET, 0, 0, allow)])
+    if not unix_sockets:
+        prog += [(_JEQ, 0, 3, nr["socket"]), _arg(0), (_JEQ, 0, 1, _AF_UNIX),
+                 (_RET, 0, 0, eperm), (_LD_ABS, 0, 0, _NR)]
     if network == "none":  # Unix sockets only (no IP, netlink, packet, vsock...)
         prog += _only_if(nr["socket"], [_arg(0), (_JEQ, 0, 1, _AF_UNIX), (_RET, 0, 0, allow),
                                         (_RET, 0, 0, eperm)])

@@ -248,6 +248,9 @@ def _stage(argv: list[str], c: Confinement, layers: Layers, call_dir: Path,
     writes = [str(p) for p in ((c.workspace,) if c.workspace else ()) + c.writable]
     writes += [str(call_dir), *_DEVICES]
     policy: dict = {"write": writes, "network": c.network_kind,
+                    # a path socket of the host (a container engine's, a session bus) is
+                    # reached only by a tool with the whole network or the display
+                    "unix_sockets": c.network_kind == "all" or c.display,
                     # a layer the probe found must hold: never a silent unconfined run
                     "landlock": "require" if layers.landlock_abi else "off",
                     "seccomp": "require" if layers.seccomp else "best-effort"}
