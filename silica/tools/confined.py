@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,22 +104,45 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
             print(safe_text(f"silica: {note}"), file=sys.stderr)
 
 
-def absent_protected(conf: Confinement) -> list[Path]:
-    """The protected paths that are not there before a run. bubblewrap can make read-only
-    only what exists, so a tool could make these (a ``.bash_profile`` beside ``.profile``,
-    ``.git/hooks``, ``.vscode``): ``remove_planted`` moves them aside after the run. A
-    repository the run makes itself (``git init`` where there was no ``.git``) is its own."""
-    return [p for p in conf.protected if not os.path.lexists(p)
-            and not (p.parent.name == ".git" and not os.path.lexists(p.parent))]
+@dataclass
+class Protected:
+    """What the protected paths hold before a run: those not there (bubblewrap can make
+    read-only only what exists), the entries of those that are folders, and the size and
+    time of those that are files (without bubblewrap Landlock cannot keep either)."""
+
+    absent: list[Path]
+    entries: dict[Path, set[str]]
+    files: dict[Path, tuple[int, int]]
 
 
-def remove_planted(label: str, absent: list[Path]) -> list[str]:
+def absent_protected(conf: Confinement) -> Protected:
+    """The protected paths as they are before a run (see ``remove_planted``). A repository
+    the run makes itself (``git init`` where there was no ``.git``) is its own."""
+    absent = [p for p in conf.protected if not os.path.lexists(p)
+              and not (p.parent.name == ".git" and not os.path.lexists(p.parent))]
+    entries: dict[Path, set[str]] = {}
+    files: dict[Path, tuple[int, int]] = {}
+    for path in conf.protected:
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                entries[path] = set(os.listdir(path))
+            elif stat.S_ISREG(st.st_mode):
+                files[path] = (st.st_size, st.st_mtime_ns)
+    return Protected(absent, entries, files)
+
+
+def remove_planted(label: str, before: Protected) -> list[str]:
     """Move aside (to ``NAME.silica-quarantine``) what a finished run made at the protected
-    paths in ``absent``, so it never runs; a note for each."""
+    paths or inside the protected folders, so it never runs, and name a protected file it
+    changed; a note for each."""
+    made = [p for p in before.absent if os.path.lexists(p)]
+    for folder, names in before.entries.items():
+        with contextlib.suppress(OSError):
+            made += [folder / n for n in sorted(set(os.listdir(folder)) - names)
+                     if ".silica-quarantine" not in n]
     notes = []
-    for path in absent:
-        if not os.path.lexists(path):
-            continue
+    for path in made:
         aside = path.with_name(path.name + ".silica-quarantine")
         n = 1
         while os.path.lexists(aside):
@@ -132,6 +156,12 @@ def remove_planted(label: str, absent: list[Path]) -> list[str]:
             continue
         notes.append(f"{label} made {tilde(path)}, which no tool may write (it runs later, "
                      f"outside the sandbox); it was moved to {tilde(aside)}")
+    for path, (size, mtime) in before.files.items():
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                notes.append(f"{label} changed {tilde(path)}, which no tool may write (it "
+                             "runs later, outside the sandbox): check it before it runs")
     return notes
 
 
@@ -153,7 +183,7 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
                        on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
     """Run ``argv`` as ``run_process`` does, confined as ``sandbox`` says (unconfined when
     ``sandbox`` is ``None`` or its mode is ``off``)."""
-    absent = absent_protected(sandbox.confinement) if sandbox is not None else []
+    absent = absent_protected(sandbox.confinement) if sandbox is not None else None
     try:
         async with confined_command(argv, sandbox, cwd or Path.cwd()) as (command, extra,
                                                                            proxy):
@@ -162,7 +192,7 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
                                     stderr_cap=stderr_cap, on_stderr_line=on_stderr_line)
             if sandbox is not None and (note := denied_note(sandbox.confinement, proxy)):
                 raw.notes.append(note.strip())
-            if sandbox is not None and sandbox.policy.mode != "off":
+            if absent is not None and sandbox is not None and sandbox.policy.mode != "off":
                 raw.notes += [f"[silica: {n}]" for n in await asyncio.to_thread(
                     remove_planted, sandbox.confinement.label, absent)]
     except SandboxRefused as exc:
