@@ -335,7 +335,10 @@ async def _fetch_all(files: list[_File], pm, cache: SpecCache, options: Discover
     async def one(f: _File) -> None:
         nonlocal done
         async with bound:
-            await _fetch(f, pm, cache, options)
+            try:
+                await _fetch(f, pm, cache, options)
+            except Exception as exc:  # one file's surprise is its error, not the listing's
+                f.error = f"its spec could not be read: {type(exc).__name__}: {exc}"
         done += 1
         if progress:
             progress(done, len(files))

@@ -63,8 +63,10 @@ def metadata_block(source: str) -> str | None:
 
 def _key(path: Path, block: str | None) -> str:
     h = hashlib.sha256()
-    for part in (f"silica-env/{_FORMAT}", str(path), uv_identity(), block or "\0none"):
-        h.update(part.encode() + b"\0")
+    for part in (f"silica-env/{_FORMAT}".encode(), os.fsencode(path),
+                 uv_identity().encode("utf-8", "surrogateescape"),
+                 (block or "\0none").encode("utf-8", "surrogateescape")):
+        h.update(part + b"\0")  # a file name need not be UTF-8
     return h.hexdigest()
 
 
