@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -248,8 +249,8 @@ def test_provider_error_keeps_the_session_and_resume_goes_on(monkeypatch, home, 
         "user", "user", "assistant"]
 
 
-def test_interrupting_a_turn_answers_every_tool_call(monkeypatch, user_tools, tmp_path, home):
-    started = tmp_path / "started"
+def test_interrupting_a_turn_answers_every_tool_call(monkeypatch, user_tools, project, home):
+    started = project / "started"  # the workspace: where a confined tool may write
     body = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(120)\n"
     script_tool(user_tools, "slow.py", simple_spec("slow"), body=body)
     with anthropic_server([tool_call("slow", {}, id="s1") + tool_call("slow", {}, id="s2")]) \
@@ -259,7 +260,9 @@ def test_interrupting_a_turn_answers_every_tool_call(monkeypatch, user_tools, tm
 
         async def interrupt():
             task = asyncio.ensure_future(agent.send("be slow"))
+            deadline = time.monotonic() + 120
             while not started.exists():
+                assert not task.done() and time.monotonic() < deadline, "the tool never ran"
                 await asyncio.sleep(0.05)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
