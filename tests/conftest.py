@@ -33,6 +33,17 @@ def unconfined() -> Settings:
     return Settings(sandbox=SandboxSettings(mode="off"))
 
 
+OFF = '[sandbox]\nmode = "off"\n'
+"""config.toml's lines for the tests of ``unconfined``'s kind that start silica as a process."""
+
+
+@pytest.fixture
+def sandbox_off(home) -> None:
+    """``[sandbox] mode = "off"`` in config.toml (see ``unconfined``)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(OFF)
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     home = tmp_path / "home"

@@ -156,12 +156,12 @@ def test_a_bad_user_image_is_refused_before_anything_is_sent(monkeypatch, tmp_pa
     assert srv.requests == []
 
 
-def test_parallel_tool_calls_are_all_answered_in_one_message(monkeypatch, user_tools, tmp_path):
-    room = tmp_path / "room"
+def test_parallel_tool_calls_are_all_answered_in_one_message(monkeypatch, user_tools, project):
+    room = project / "room"  # the workspace: the folder a confined tool may write
     body = textwrap.dedent(f"""
         import os, pathlib, time
         room = pathlib.Path({str(room)!r}); room.mkdir(exist_ok=True)
-        (room / str(os.getpid())).touch()
+        (room / os.urandom(8).hex()).touch()  # each call has its own PID namespace
         for _ in range(200):
             if len(list(room.iterdir())) >= 2:
                 print("together"); break

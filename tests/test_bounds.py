@@ -182,8 +182,8 @@ def test_a_server_flooding_stderr_costs_bounded_memory(home, tmp_path):
 # -- Ctrl-C ------------------------------------------------------------------------------
 
 
-def test_ctrl_c_while_specs_are_fetched_is_one_line_and_leaves_nothing_running(user_tools,
-                                                                              tmp_path):
+def test_ctrl_c_while_specs_are_fetched_is_one_line_and_leaves_nothing_running(
+        user_tools, tmp_path, sandbox_off):  # its --toolspec's pid is watched from outside
     marker = tmp_path / "toolspec.pid"
     write_tool(user_tools, "slow.py", f"""\
         import os, sys, time

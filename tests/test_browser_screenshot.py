@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from silica.config import Settings, ToolSettings
 from silica.tools.toolbox import Toolbox
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +69,10 @@ def box(user_tools) -> Toolbox:
                     "apt-get install chromium")
     shutil.copy(REPO / "user_tools" / "browser_screenshot.py",
                 user_tools / "browser_screenshot.py")
-    return Toolbox()
+    # It asks for the whole network (a browser loads what a page links to), granted here
+    # as a user would; confined otherwise (its own /tmp, no secrets, the workspace).
+    settings = Settings(tools=ToolSettings(network_grant={"browser_screenshot": ["*"]}))
+    return Toolbox(settings=settings)
 
 
 def opened(block) -> Image.Image:

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 from conftest import wait_for_port
 
-from silica.config import ConfigError, McpServerSettings, McpSettings, Settings, load_settings
+from silica.config import (
+    ConfigError,
+    McpServerSettings,
+    McpSettings,
+    SandboxSettings,
+    Settings,
+    load_settings,
+)
 from silica.mcp.connections import MAX_TOOLS, connections
 from silica.tools.model import ToolStatus
 from silica.tools.toolbox import Toolbox
@@ -41,7 +48,10 @@ def raw(*args: str, **settings) -> McpServerSettings:
 
 
 def box_of(timeout: float = 30, **servers: McpServerSettings) -> Toolbox:
-    return Toolbox(settings=Settings(mcp=McpSettings(servers=servers, timeout=timeout)))
+    # MCP's own mechanics, watched from outside by pid: unconfined (tests/test_sandbox_escapes.py
+    # runs a hostile server confined)
+    return Toolbox(settings=Settings(mcp=McpSettings(servers=servers, timeout=timeout),
+                                     sandbox=SandboxSettings(mode="off")))
 
 
 def rows(box: Toolbox) -> dict:
@@ -226,10 +236,11 @@ def test_misbehaving_servers_give_bounded_listings_or_error_rows():
 
 HOLDER = """\
 import sys, time
-from silica.config import McpServerSettings, McpSettings, Settings
+from silica.config import McpServerSettings, McpSettings, SandboxSettings, Settings
 from silica.tools.toolbox import Toolbox
 server = McpServerSettings(command=sys.executable, args=[sys.argv[1], "--pidfile", sys.argv[2]])
-box = Toolbox(settings=Settings(mcp=McpSettings(servers={"st": server})))
+box = Toolbox(settings=Settings(mcp=McpSettings(servers={"st": server}),
+                                sandbox=SandboxSettings(mode="off")))
 print(box.call("st__count").text, flush=True)
 if sys.argv[3] == "wait":
     time.sleep(300)
@@ -262,6 +273,8 @@ def test_a_warm_tools_list_starts_no_server_and_refresh_does(home, tmp_path):
     pidfile = tmp_path / "pids"
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(textwrap.dedent(f"""\
+        [sandbox]
+        mode = "off"
         [mcp.servers.st]
         command = {json.dumps(sys.executable)}
         args = [{json.dumps(str(STATE))}, "--pidfile", {json.dumps(str(pidfile))}]

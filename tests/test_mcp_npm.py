@@ -50,10 +50,13 @@ def npm_servers(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def box(npm_servers, tmp_path) -> Iterator[Toolbox]:
+def box(npm_servers, home) -> Iterator[Toolbox]:
+    # The servers run confined: the memory file goes in the server's own start folder, the
+    # one folder it may write (the project is not trusted), not inside node_modules.
+    memory_file = home / "mcp-servers" / "memory" / "memory.jsonl"
     memory = McpServerSettings(
         command="node", args=[str(npm_servers / "server-memory" / "dist" / "index.js")],
-        env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")})  # not inside node_modules
+        env={"MEMORY_FILE_PATH": str(memory_file)})
     everything = McpServerSettings(
         command="node",
         args=[str(npm_servers / "server-everything" / "dist" / "index.js"), "stdio"])

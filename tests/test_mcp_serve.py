@@ -166,7 +166,7 @@ def test_a_2026_client_hears_of_changes_on_its_listen_stream(examples, errlog):
 
 
 def test_a_cancelled_call_stops_its_tool_and_the_server_keeps_serving(examples, tmp_path,
-                                                                     errlog):
+                                                                     errlog, sandbox_off):
     marker = tmp_path / "pids"
     script_tool(examples, "slow.py", simple_spec("slow"), body=f"""\
         import os, subprocess, time
@@ -313,7 +313,8 @@ def test_a_client_that_closes_stdin_after_initialize_ends_the_server_quietly(exa
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)  # only the protocol
 
 
-def test_a_client_killed_mid_call_ends_the_server_quietly_and_the_call(user_tools, tmp_path):
+def test_a_client_killed_mid_call_ends_the_server_quietly_and_the_call(user_tools, tmp_path,
+                                                                      sandbox_off):
     marker = tmp_path / "call.pid"
     script_tool(user_tools, "slow.py", simple_spec("slow"),
                 body=f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
@@ -332,7 +333,7 @@ def test_a_client_killed_mid_call_ends_the_server_quietly_and_the_call(user_tool
 
 
 def test_a_client_leaving_while_tools_are_discovered_stops_the_discovery(user_tools,
-                                                                         tmp_path):
+                                                                         tmp_path, sandbox_off):
     marker = tmp_path / "toolspec.pid"
     write_tool(user_tools, "unhurried.py", f"""\
         import os, sys, time

@@ -62,7 +62,7 @@ def toml(value) -> str:
 
 
 def configure(home: Path, **servers: dict) -> None:
-    lines = []
+    lines = ['[sandbox]', 'mode = "off"']  # the start folder's layer: planted files say what ran
     for name, table in servers.items():
         lines.append(f"[mcp.servers.{name}]")
         lines += [f"{key} = {toml(value)}" for key, value in table.items()]

@@ -171,6 +171,8 @@ def test_ask_stops_the_mcp_servers_it_started(clean_env, home, project, tmp_path
     pidfile = tmp_path / "pids"
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(textwrap.dedent(f"""\
+        [sandbox]
+        mode = "off"  # its pid is watched from outside
         [mcp.servers.st]
         command = {json.dumps(sys.executable)}
         args = [{json.dumps(str(STATE_SERVER))}, "--pidfile", {json.dumps(str(pidfile))}]

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, unconfined
 
 from silica.tools.helper import HELPER_NAME
 from silica.tools.toolbox import Toolbox
@@ -44,7 +44,8 @@ def test_a_fresh_clone_runs_nothing_on_list_run_or_check(project):
     assert not (project / ".silica" / "tools" / HELPER_NAME).exists()  # nothing written
 
 
-def test_trust_lets_it_run_and_untrust_stops_it_again(project):
+def test_trust_lets_it_run_and_untrust_stops_it_again(project, sandbox_off):
+    # the trust layer: what ran marks a file from its --toolspec run, so unconfined
     marker = hostile_clone(project)
     sub = project / "src" / "deep"
     sub.mkdir(parents=True)
@@ -52,13 +53,13 @@ def test_trust_lets_it_run_and_untrust_stops_it_again(project):
     assert trusted.returncode == 0 and f"Trusted {project}" in trusted.stdout
     listed = json.loads(silica("trust", "--list", "--json").stdout)
     assert [e["path"] for e in listed] == [str(project)]
-    assert Toolbox().call("evil", {}).text.strip() == "pwned"
+    assert Toolbox(settings=unconfined()).call("evil", {}).text.strip() == "pwned"
     assert "call" in marker.read_text()
     assert silica("untrust", str(project)).returncode == 0
     marker.unlink()
     rows = json.loads(silica("tools", "list", "--json").stdout)
     assert rows[0]["status"] == "untrusted"
-    assert Toolbox().call("evil", {}).is_error and not marker.exists()
+    assert Toolbox(settings=unconfined()).call("evil", {}).is_error and not marker.exists()
     again = silica("untrust", str(project))
     assert again.returncode == 1 and "is not trusted" in again.stderr
 
@@ -122,7 +123,7 @@ def test_trusting_many_projects_at_once_loses_none(tmp_path):
     assert sorted(e["path"] for e in listed) == sorted(str(f) for f in folders)
 
 
-def test_a_repository_cloned_inside_a_trusted_one_is_not_trusted(project):
+def test_a_repository_cloned_inside_a_trusted_one_is_not_trusted(project, sandbox_off):
     """Trust is for one project: a repository nested inside it (a clone, a submodule, a
     vendored dependency) has other authors and runs nothing until it is trusted itself; a
     plain folder of the trusted project is part of it."""

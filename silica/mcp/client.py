@@ -165,6 +165,9 @@ def _toml_key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + name.replace('"', '\\"') + '"'
 
 
+_NOT_STARTED = re.compile(r"^could not start .*: No such file or directory$", re.MULTILINE)
+
+
 # What a server says when the sandbox kept it from its registry or from writing.
 _CONFINED = re.compile(r"Read-only file system|EROFS|EAI_AGAIN|ENOTFOUND|ECONNREFUSED|"
                        r"name resolution|Failed to fetch|Network is unreachable|"
@@ -180,12 +183,17 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
 
     leaf = _leaf(exc)
     where = f"MCP server {name!r}"
+    # the sandbox's stage runs the command, and says so when it is not there
+    not_found = bool(server.command) and not started and (
+        isinstance(leaf, FileNotFoundError) or bool(_NOT_STARTED.search(stderr or "")))
+    if not_found:
+        stderr = ""  # its one line is said above
     if isinstance(leaf, McpServerError):  # already says what to do
         return str(leaf)
     if isinstance(leaf, TimeoutError):  # before OSError, of which it is a kind
         step = what if started else "starting up"
         message = f"the {where} did not answer within {timeout:g} s ({step})"
-    elif isinstance(leaf, FileNotFoundError) and server.command:
+    elif not_found:
         command = start.command if start is not None else server.command
         message = (f"cannot start the {where}: no command {command!r} "
                    "(is it installed and on PATH?)")
@@ -205,8 +213,7 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
     if noise:
         message += f"; it printed text that is not MCP on stdout: {noise[0]!r}"
     if start is not None and not started:  # did it look for something in the project?
-        missing = isinstance(leaf, FileNotFoundError)
-        message += start.hint(stderr, missing)
+        message += start.hint(stderr, not_found)
         if _CONFINED.search(stderr) and not server.network:
             message += ("; it runs in the sandbox, with no network and only its start folder "
                         "writable: a server fetched at start (uvx, npx) needs its registry, "

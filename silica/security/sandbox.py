@@ -184,9 +184,11 @@ class SandboxPolicy:
         are folders inside a hidden one the run needs (the tool's own)."""
         visible = [self.silica_home / n for n in SILICA_HOME_READABLE] \
             if self.silica_home is not None else []
-        visible += [Path(p).absolute() for p in readable]
         roots = [workspace.absolute()] if workspace else []
         roots += [Path(p).absolute() for p in writable]
+        # a folder it may write is not bound back read-only (an MCP server's start folder)
+        visible += [p for p in map(lambda q: Path(q).absolute(), readable)
+                    if not any(r == p or r in p.parents for r in roots)]
         protected = [r / rel for r in roots for rel in PROTECTED]
         # a worktree's or submodule's .git is a file naming the git folder: it stays too
         protected += [r / ".git" for r in roots if (r / ".git").is_file()]

@@ -135,6 +135,20 @@ class EngineIO(engineio.AsyncServer):
     polls never does, and the session and the request that asked stay meanwhile (a bad
     packet from such a client would hang its request for good)."""
 
+    async def handle_request(self, *args: Any, **kwargs: Any) -> Any:
+        """The library's, but a POST whose packets ended their own session and then held a
+        bad one gets a 400: the library leaves its answer unset there and fails
+        (``UnboundLocalError``) once ``disconnect`` below has already let the session go."""
+        try:
+            return await super().handle_request(*args, **kwargs)
+        except UnboundLocalError:
+            scope, _receive, send = args[:3]
+            if scope.get("type") != "http":
+                raise
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"Bad packet"})
+
     async def disconnect(self, sid: str | None = None) -> None:
         for one in [sid] if sid is not None else list(self.sockets):
             socket = self.sockets.pop(one, None)
