@@ -45,8 +45,8 @@ def env_dump_tool(folder, filename: str, name: str, metadata: str = "") -> None:
             spec = {spec!r}
             spec["description"] = json.dumps(dict(os.environ))
             print(json.dumps(spec))
-        else:
-            print(json.dumps(dict(os.environ)))
+        else:  # shortest values first: a long one (PATH) cannot push a secret past a cut
+            print(json.dumps(dict(sorted(os.environ.items(), key=lambda kv: len(kv[1])))))
         """), deps="")
 
 

@@ -84,7 +84,9 @@ def _cached(cache: SpecCache | None, key: str) -> ScriptPython | None:
 def uv_environment(env: dict[str, str]) -> dict[str, str]:
     """What uv itself runs with: the tool's environment plus the user's ``UV_*`` settings
     (an index's credentials among them); uv is silica's own helper, not the tool."""
-    return {**env, **{k: v for k, v in os.environ.items() if k.startswith("UV_")}}
+    out = {**env, **{k: v for k, v in os.environ.items() if k.startswith("UV_")}}
+    out.pop("VIRTUAL_ENV", None)  # silica's own venv is not the tool's (uv would inspect it)
+    return out
 
 
 async def script_python(path: Path, *, timeout: float, env: dict[str, str],
