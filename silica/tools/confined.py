@@ -62,11 +62,16 @@ class SandboxRefused(Exception):
 
 
 @contextlib.asynccontextmanager
-async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path):
+async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path,
+                           notes: list[str] | None = None):
     """``(command, env, proxy)`` for running ``argv`` confined while the context lasts: the
     command line, what to add to its environment (``TMPDIR``, the call's folder) and the
     proxy (``None`` without one; its ``denied`` hosts are known afterwards). Raises
-    ``SandboxRefused`` under ``require`` when a layer is missing."""
+    ``SandboxRefused`` under ``require`` when a layer is missing.
+
+    When the context ends, what the run planted at protected paths is moved aside
+    (``remove_planted``); the notes saying so go to ``notes`` when given (a result's), else
+    to silica's stderr (a stdio MCP server has no result to carry them)."""
     if sandbox is None or sandbox.policy.mode == "off":
         yield argv, {}, None
         return
@@ -100,8 +105,12 @@ async def confined_command(argv: list[str], sandbox: Sandboxed | None, cwd: Path
                    {"TMPDIR": str(call_dir)}, proxy)
     finally:
         await asyncio.to_thread(shutil.rmtree, call_dir, True)
-        for note in remove_planted(conf.label, absent):  # what run_confined did not report
-            print(safe_text(f"silica: {note}"), file=sys.stderr)
+        said = await asyncio.to_thread(remove_planted, conf.label, absent)
+        if notes is not None:
+            notes += said
+        else:
+            for note in said:
+                print(safe_text(f"silica: {note}"), file=sys.stderr)
 
 
 @dataclass
@@ -183,20 +192,18 @@ async def run_confined(argv: list[str], *, sandbox: Sandboxed | None,
                        on_stderr_line: Callable[[str], None] | None = None) -> RawOutput:
     """Run ``argv`` as ``run_process`` does, confined as ``sandbox`` says (unconfined when
     ``sandbox`` is ``None`` or its mode is ``off``)."""
-    absent = absent_protected(sandbox.confinement) if sandbox is not None else None
+    planted: list[str] = []
     try:
-        async with confined_command(argv, sandbox, cwd or Path.cwd()) as (command, extra,
-                                                                           proxy):
+        async with confined_command(argv, sandbox, cwd or Path.cwd(),
+                                    planted) as (command, extra, proxy):
             raw = await run_process(command, env={**(os.environ if env is None else env), **extra},
                                     cwd=cwd, timeout=timeout, stdout_cap=stdout_cap,
                                     stderr_cap=stderr_cap, on_stderr_line=on_stderr_line)
             if sandbox is not None and (note := denied_note(sandbox.confinement, proxy)):
                 raw.notes.append(note.strip())
-            if absent is not None and sandbox is not None and sandbox.policy.mode != "off":
-                raw.notes += [f"[silica: {n}]" for n in await asyncio.to_thread(
-                    remove_planted, sandbox.confinement.label, absent)]
     except SandboxRefused as exc:
         return RawOutput(b"", b"", None, 0.0, error=str(exc))
+    raw.notes += [f"[silica: {n}]" for n in planted]
     return raw
 
 
