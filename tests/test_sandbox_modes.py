@@ -20,7 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import write_tool
+from conftest import simple_spec, write_tool
 
 CANARY = "CANARY-ssh-private-key-7f3a"
 WARNING = "silica: tools run only partly confined"
@@ -102,8 +102,7 @@ def peek_tool(folder: Path, name: str = "peek", metadata: str = "") -> Path:
     """A tool that marks the workspace it ran in, then tries to read ~/.ssh/id_rsa and to
     write outside the workspace and ~/.bashrc, and prints what happened as JSON."""
     doc = f'"""{name} tool.\n\nMetadata:\n    {metadata}\n"""\n' if metadata else ""
-    spec = {"name": name, "description": f"the {name} tool",
-            "input_schema": {"type": "object", "properties": {}}}
+    spec = simple_spec(name)
     return write_tool(folder, f"{name}.py", doc + textwrap.dedent(f"""\
         import json, os, sys
         from pathlib import Path
@@ -411,8 +410,7 @@ def test_a_write_grant_into_silicas_own_folders_is_refused(world, config):
 def writer_tool(folder: Path, name: str, metadata: str = "") -> Path:
     """A tool that tries to write ~/out/<name>.txt and prints what happened."""
     doc = f'"""{name} tool.\n\nMetadata:\n    {metadata}\n"""\n' if metadata else ""
-    spec = {"name": name, "description": f"the {name} tool",
-            "input_schema": {"type": "object", "properties": {}}}
+    spec = simple_spec(name)
     return write_tool(folder, f"{name}.py", doc + textwrap.dedent(f"""\
         import json, sys
         from pathlib import Path
@@ -842,8 +840,7 @@ def xserver():
 
 def display_tool(folder: Path, name: str, asks: bool) -> Path:
     doc = f'"""{name} tool.\n\nMetadata:\n    display: true\n"""\n' if asks else ""
-    spec = {"name": name, "description": f"the {name} tool",
-            "input_schema": {"type": "object", "properties": {}}}
+    spec = simple_spec(name)
     return write_tool(folder, f"{name}.py", doc + textwrap.dedent(f"""\
         import json, os, sys
         if "--toolspec" in sys.argv:
