@@ -62,7 +62,10 @@ def main() -> None:
     (``silica.security.process``; ``--version`` alone is answered before: it runs nothing).
     Ctrl-C ends any command (but ``mcp serve``, which stops quietly) with the one line
     "interrupted" on stderr and exit code 130, as a shell reports SIGINT: never a
-    traceback. What the command started is stopped as it unwinds."""
+    traceback. What the command started is stopped as it unwinds. Likewise any
+    ``SilicaError`` a command lets out (an error a user can act on) ends it here, with its
+    message as one "error: " line on stderr and its ``exit_code``: commands need no
+    handler of their own."""
     global PROGRAM
     PROGRAM = True
     if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
@@ -73,6 +76,8 @@ def main() -> None:
     harden_process()  # before anything else: secrets leave /proc/<pid>/environ and cmdline
     app = _app()
     app.suppress_keyboard_interrupt = False  # cyclopts would exit 130 without a word
+    from silica.errors import SilicaError
+
     try:
         app()
     except KeyboardInterrupt:
@@ -80,3 +85,7 @@ def main() -> None:
 
         say("interrupted", console=err)
         raise SystemExit(130) from None
+    except SilicaError as exc:
+        from silica.cli.output import fail
+
+        fail(str(exc), exc.exit_code)

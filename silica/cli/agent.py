@@ -41,15 +41,11 @@ AgentName = Annotated[str | None, Parameter(name="--agent", help=(
 
 def _settings(max_turns: int | None, allow_shell: bool = False):
     from silica.config import load_settings
-    from silica.errors import SilicaError
 
     if max_turns is not None and max_turns < 1:
         fail(f"--max-turns must be 1 or more (the model requests one message may take), "
              f"not {max_turns}", 2)
-    try:
-        settings = load_settings()
-    except SilicaError as exc:
-        fail(str(exc))
+    settings = load_settings()
     changes: dict = {"max_turns": max_turns} if max_turns is not None else {}
     if allow_shell:  # "*" alone allows every command (silica.tools.shell)
         changes["shell"] = settings.shell.model_copy(update={"enabled": True, "allow": ["*"]})
@@ -210,16 +206,13 @@ async def _attachment(agent, image: str):
 def _start(settings, resume: str | None = None, agent: str | None = None,
            provider: str | None = None, model: str | None = None):
     from silica.agent.loop import Agent
-    from silica.errors import SilicaError
 
     view = AgentView()
-    chosen = {"agent": agent, "provider": provider, "model": model}
-    try:
-        if resume:
-            return Agent.resume(resume, settings, **chosen, events=view.events()), view
-        return Agent.start(settings, **chosen, events=view.events()), view
-    except SilicaError as exc:
-        fail(str(exc))
+    if resume:
+        return Agent.resume(resume, settings, agent=agent, provider=provider, model=model,
+                            events=view.events()), view
+    return Agent.start(settings, agent=agent, provider=provider, model=model,
+                       events=view.events()), view
 
 
 def _closing(agent) -> None:
@@ -235,7 +228,7 @@ def _closing(agent) -> None:
         try:
             agent.save()
         except SilicaError as exc:
-            fail(f"session {session} was not saved: {exc}")
+            raise SilicaError(f"session {session} was not saved: {exc}") from exc
     say(f"session {session} saved", console=err, style="dim")
 
 

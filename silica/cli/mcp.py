@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from silica.cli.output import SafeLogFormatter, fail
-from silica.errors import SilicaError
+from silica.cli.output import SafeLogFormatter
 
 app = App(name="mcp", help="Serve your tools to MCP hosts.")
 
@@ -58,12 +58,8 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
     token = _token(token_file, no_token) if http else None
     box = toolbox()
     serve_shell(box, shell)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a person stops a server
         asyncio.run(serve_http(box, host, port, token) if http else serve_stdio(box))
-    except SilicaError as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:  # Ctrl-C is how a person stops a server
-        pass
 
 
 def _token(token_file: str | None, no_token: bool) -> str | None:
@@ -72,11 +68,8 @@ def _token(token_file: str | None, no_token: bool) -> str | None:
     from silica.cli.output import err, say, warn
     from silica.security.tokens import choose_token
 
-    try:
-        choice = choose_token(token_file=token_file, given=None, no_token=no_token,
-                              variable=TOKEN_VAR)
-    except SilicaError as exc:
-        fail(str(exc), 2)
+    choice = choose_token(token_file=token_file, given=None, no_token=no_token,
+                          variable=TOKEN_VAR)
     for warning in choice.warnings:
         warn(warning)
     if choice.made:

@@ -13,7 +13,6 @@ from rich.text import Text
 from silica.cli.output import (
     JsonFlag,
     err,
-    fail,
     labelled,
     out,
     plain,
@@ -77,11 +76,8 @@ def install(source: str, *, ref: str | None = None, force: bool = False):
     from silica.packs import install as install_pack
     from silica.packs.contents import is_tool_file
 
-    try:
-        with _status() as status:
-            change = install_pack(source, ref, force=force, status=status)
-    except SilicaError as exc:
-        fail(str(exc))
+    with _status() as status:
+        change = install_pack(source, ref, force=force, status=status)
     entry = change.entry
     what = "Reinstalled" if change.old_version else "Installed"
     tools = ", ".join(sorted(p[:-3] for p in entry.files if is_tool_file(p))) or "none"
@@ -95,11 +91,8 @@ def list_packs(*, json_: JsonFlag = False):
     """List the installed packs: version, source, and whether they were edited in place."""
     from silica.packs import installed
 
-    try:
-        with _status() as status:
-            packs = installed(status=status)
-    except SilicaError as exc:
-        fail(str(exc))
+    with _status() as status:
+        packs = installed(status=status)
     rows = [_row(p) for p in packs]
     if json_:
         print_json(rows)
@@ -155,11 +148,8 @@ def show(name: str, *, json_: JsonFlag = False):
     from silica.cli.tools import discover_tools
     from silica.packs import get_pack
 
-    try:
-        with _status() as status:
-            pack = get_pack(name, status=status)
-    except SilicaError as exc:
-        fail(str(exc))
+    with _status() as status:
+        pack = get_pack(name, status=status)
     tools = [t for t in discover_tools().tools if t.folder.origin == f"pack:{name}"]
     if json_:
         lock = pack.entry.model_dump(mode="json") if pack.entry else None
@@ -201,11 +191,8 @@ def update(name: str | None = None, *, force: bool = False):
     from silica.packs import installed
     from silica.packs import update as update_pack
 
-    try:
-        with _status() as status:
-            names = [name] if name else [p.name for p in installed(status=status) if p.entry]
-    except SilicaError as exc:
-        fail(str(exc))
+    with _status() as status:
+        names = [name] if name else [p.name for p in installed(status=status) if p.entry]
     if not names:
         out.print("No packs installed.", markup=False)
         return
@@ -248,11 +235,8 @@ def remove(name: str):
     """
     from silica.packs import remove as remove_pack
 
-    try:
-        with _status() as status:
-            pack = remove_pack(name, status=status)
-    except SilicaError as exc:
-        fail(str(exc))
+    with _status() as status:
+        pack = remove_pack(name, status=status)
     version = f" {pack.entry.version}" if pack.entry else ""
     say(f"Removed {name}{version}")
 
@@ -270,10 +254,7 @@ def new(name: str, *, path: Path | None = None):
     """
     from silica.packs import new_pack
 
-    try:
-        folder = new_pack(name, path)
-    except SilicaError as exc:
-        fail(str(exc))
+    folder = new_pack(name, path)
     say(f"Created {folder}\nDescribe the pack in {folder / 'silica-pack.toml'} and its tool "
         f"in its docstrings (the placeholder text must go before it can be published)\n"
         f"Add a tool: silica packs add-tool {folder} NAME\n"
@@ -294,11 +275,8 @@ def add_tool(path: Path, name: str):
     from silica.packs import add_tool as add_pack_tool
     from silica.packs import read_manifest
 
-    try:
-        tool = add_pack_tool(path, name)
-        listed = read_manifest(tool.parent).tools
-    except SilicaError as exc:
-        fail(str(exc))
+    tool = add_pack_tool(path, name)
+    listed = read_manifest(tool.parent).tools
     say(f"Created {tool}\nDescribe what it does in its docstrings, then check the pack: "
         f"silica packs check {tool.parent}")
     if listed is not None and name not in listed:
@@ -322,11 +300,8 @@ def check(path: Path, *, json_: JsonFlag = False):
     from silica.cli.tools import spec_progress, tools_table
     from silica.packs import check_pack
 
-    try:
-        with spec_progress() as progress:
-            report = check_pack(path, progress)
-    except SilicaError as exc:
-        fail(str(exc))
+    with spec_progress() as progress:
+        report = check_pack(path, progress)
     if json_:
         print_json(report.to_json())
     else:

@@ -15,7 +15,6 @@ from cyclopts import Parameter
 
 from silica.cli.agent import AllowShell
 from silica.cli.output import SafeLogFormatter, fail, warn
-from silica.errors import SilicaError
 from silica.security.tokens import SHORT, choose_token
 from silica.security.urls import mask_urls, secret_spans
 
@@ -67,15 +66,9 @@ def serve(
     from silica.config import load_settings
     from silica.serve.options import ServeOptions, is_loopback
 
-    try:
-        settings = load_settings()
-    except SilicaError as exc:
-        fail(str(exc))
-    try:
-        choice = choose_token(token_file=token_file, given=token, no_token=no_token,
-                              variable=TOKEN_VAR)
-    except SilicaError as exc:
-        fail(str(exc), 2)
+    settings = load_settings()
+    choice = choose_token(token_file=token_file, given=token, no_token=no_token,
+                          variable=TOKEN_VAR)
     token = choice.token
     host = host or settings.serve.host
     port = settings.serve.port if port is None else port
@@ -111,7 +104,6 @@ def _redis(redis: str | None) -> str | None:
 
 
 def _serve(options, host: str, port: int, open_page: bool) -> None:
-    from silica.errors import SilicaError
     from silica.plugins import get_plugin_manager
     from silica.serve.daemon import serve
 
@@ -127,10 +119,7 @@ def _serve(options, host: str, port: int, open_page: bool) -> None:
         if open_page:
             threading.Timer(0.5, _open, (url,)).start()
 
-    try:
-        serve(options, host=host, port=port, on_start=started)
-    except SilicaError as exc:
-        fail(str(exc))
+    serve(options, host=host, port=port, on_start=started)
 
 
 def _stopped(signum, frame) -> None:

@@ -53,7 +53,6 @@ def delete(
         Print what was deleted as JSON: [{"id", "removed": [paths]}].
     """
     from silica.agent.sessions import delete_sessions, find_sessions
-    from silica.errors import SilicaError
 
     if session_ids and (empty or older_than is not None):
         fail("give session ids, or --empty / --older-than DAYS, not both", 2)
@@ -62,12 +61,9 @@ def delete(
              "(see silica sessions list)", 2)
     if older_than is not None and not older_than >= 0:  # also refuses nan
         fail(f"--older-than takes a number of days, 0 or more, not {older_than}", 2)
-    try:
-        chosen = list(session_ids) or [
-            s.id for s in find_sessions(empty=empty, older_than=older_than)]
-        deleted = delete_sessions(chosen)
-    except SilicaError as exc:
-        fail(str(exc))
+    chosen = list(session_ids) or [
+        s.id for s in find_sessions(empty=empty, older_than=older_than)]
+    deleted = delete_sessions(chosen)
     if json_:
         print_json([d.model_dump(mode="json") for d in deleted])
         return

@@ -22,7 +22,6 @@ from silica.cli.output import (
     warn,
 )
 from silica.config import Settings
-from silica.errors import SilicaError
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.tools.discovery import Discovery
 from silica.tools.model import Tool, ToolStatus
@@ -65,13 +64,11 @@ def spec_progress():
 
 
 def user_settings() -> Settings:
-    """The user's settings (config.toml and environment); a bad file ends the command."""
-    from silica.config import ConfigError, load_settings
+    """The user's settings (config.toml and environment); a bad file ends the command
+    (``ConfigError``)."""
+    from silica.config import load_settings
 
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        fail(str(exc))
+    return load_settings()
 
 
 def toolbox(provider: str = "anthropic") -> Toolbox:
@@ -242,10 +239,7 @@ def new(name: str, *, project: Annotated[bool, Parameter(negative="")] = False):
     from silica.tools.scaffold import new_tool
 
     folder = project_tool_folder(Path.cwd()) if project else user_tools_dir()
-    try:
-        path = new_tool(folder, name)
-    except SilicaError as exc:
-        fail(str(exc))
+    path = new_tool(folder, name)
     say(f"Created {path}\nTry it: silica tools run {name} --input "
         "'{\"text\": \"hi\", \"repeat\": 2}'")
     for clash in _clashes(name, project):
@@ -284,7 +278,4 @@ def _get(name: str, box: Toolbox | None = None) -> Tool:
     box = box or toolbox()
     with spec_progress() as update:
         box.discover(progress=update)
-    try:
-        return box.get(name)
-    except SilicaError as exc:
-        fail(str(exc))
+    return box.get(name)

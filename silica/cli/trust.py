@@ -9,7 +9,7 @@ from cyclopts import Parameter
 
 from silica.cli.output import fail, out, plain, print_json, print_table, say, table, warn
 from silica.paths import PROJECT_TOOL_DIRS, silica_home
-from silica.security.trust import TrustError, TrustStore
+from silica.security.trust import TrustStore
 
 
 def trust(path: Path | None = None, *,
@@ -30,10 +30,7 @@ def trust(path: Path | None = None, *,
     if list_:
         _show(store, json_)
         return
-    try:
-        root = store.add(path or Path.cwd())
-    except TrustError as exc:
-        fail(str(exc))
+    root = store.add(path or Path.cwd())
     folders = " and ".join(PROJECT_TOOL_DIRS)
     say(f"Trusted {root}: tool files in its {folders} folders may now run.\n"
         f"Undo with: silica untrust {root}")
@@ -49,10 +46,7 @@ def untrust(path: Path | None = None):
     """
     store = TrustStore(silica_home())
     target = path or Path.cwd()
-    try:
-        removed = store.remove(target)
-    except TrustError as exc:
-        fail(str(exc))
+    removed = store.remove(target)
     if not removed:
         fail(f"{target.resolve()} is not trusted; 'silica trust --list' shows what is")
     for root in removed:

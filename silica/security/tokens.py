@@ -5,7 +5,7 @@ where other users cannot see them, and checked.
                           variable="SILICA_SERVE_TOKEN")   # what a server's options say
     token = new_token()                       # a fresh random one, per start
     token = read_secret("~/.silica/token")    # the first line of a file; "-": stdin or a prompt
-    check_token(token)                        # SilicaError unless printable ASCII, 1-512
+    check_token(token)                        # UsageError unless printable ASCII, 1-512
     token_matches(token, bearer(headers))     # constant time
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from silica.errors import SilicaError
+from silica.errors import UsageError
 
 _TOKEN = re.compile(r"^[\x21-\x7e]{1,512}$")  # sent in headers and a cookie: printable ASCII
 MAKE_ONE = 'python -c "import secrets; print(secrets.token_urlsafe())"'
@@ -42,14 +42,14 @@ def choose_token(*, token_file: str | None, given: str | None, no_token: bool,
                  variable: str) -> TokenChoice:
     """The token of a server started with ``--token-file`` (``token_file``), ``--token``
     (``given``: masked in this process's command line, with a warning) or ``--no-token``,
-    else ``$variable``, else a new one. ``SilicaError`` for options that contradict each
+    else ``$variable``, else a new one. ``UsageError`` for options that contradict each
     other, or a token that cannot be read or used."""
     from silica.security.process import hide_from_proc
 
     named = [name for name, value in (("--token-file", token_file), ("--token", given),
                                       ("--no-token", no_token or None)) if value is not None]
     if len(named) > 1:
-        raise SilicaError(f"{' and '.join(named)} contradict each other: give one")
+        raise UsageError(f"{' and '.join(named)} contradict each other: give one")
     if no_token:
         return TokenChoice(None, warnings=[
             "--no-token: every user of this machine can run your tools through this server"])
@@ -73,16 +73,16 @@ def new_token() -> str:
 
 
 def check_token(token: str) -> str:
-    """``token``, or ``SilicaError`` saying how to make a good one."""
+    """``token``, or ``UsageError`` saying how to make a good one."""
     if not _TOKEN.fullmatch(token):
-        raise SilicaError("the token must be 1-512 printable characters without spaces; "
+        raise UsageError("the token must be 1-512 printable characters without spaces; "
                           f"make one with: {MAKE_ONE}")
     return token
 
 
 def read_secret(source: str, what: str = "token") -> str:
     """The first line of the file ``source`` (``~`` expanded), stripped; ``-``: a line of
-    stdin, asked for without echo when stdin is a terminal. ``SilicaError`` when it cannot be
+    stdin, asked for without echo when stdin is a terminal. ``UsageError`` when it cannot be
     read or is empty."""
     if source == "-":
         if sys.stdin.isatty():
@@ -99,11 +99,11 @@ def read_secret(source: str, what: str = "token") -> str:
                 text = f.readline(4096)
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
-            raise SilicaError(f"cannot read the {what} from {source}: {reason}") from exc
+            raise UsageError(f"cannot read the {what} from {source}: {reason}") from exc
         where = source
     text = text.strip()
     if not text:
-        raise SilicaError(f"no {what} in {where}: put it on the first line")
+        raise UsageError(f"no {what} in {where}: put it on the first line")
     return text
 
 
