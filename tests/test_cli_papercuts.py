@@ -109,3 +109,16 @@ def test_every_parameter_of_every_command_has_a_description():
     assert bare == []
     shown = silica("packs", "show", "--help").stdout
     assert "The installed pack, as 'silica packs list' names it." in " ".join(shown.split())
+
+
+def test_exec_calls_a_plain_command_the_command():
+    failed = silica("exec", "--", "sh", "-c", "echo oops >&2; exit 3")
+    assert failed.returncode == 3
+    assert "[the command exited with code 3]" in failed.stdout + failed.stderr
+    killed = silica("exec", "--", "sh", "-c", "kill -9 $$")
+    assert killed.returncode == 137
+    assert "[the command was ended by signal 9 (SIGKILL)]" in killed.stdout + killed.stderr
+    quiet = silica("exec", "--", "true")
+    assert "(the command printed nothing)" in quiet.stdout
+    for done in (failed, killed, quiet):
+        assert "the tool" not in done.stdout + done.stderr

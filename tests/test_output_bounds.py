@@ -61,7 +61,7 @@ def baseline(tmp_path_factory) -> int:
 
 def test_64_mib_of_plain_output_peaks_under_three_times_the_cap(tmp_path, baseline):
     peak, shown = silica_exec(repeated("b'x' * 79 + b'\\n'", CAP + MIB), tmp_path)
-    assert "output cut: the tool printed more than the 67108864-byte cap" in shown
+    assert "output cut: the command printed more than the 67108864-byte cap" in shown
     assert "more characters not shown; all of it is in" in shown
     assert peak - baseline < BOUND, (peak / MIB, baseline / MIB)
 

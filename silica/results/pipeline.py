@@ -40,7 +40,7 @@ class ResultDraft:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = str(self._output, "utf-8", self._errors)
+            self._text = str(self._output or b"", "utf-8", self._errors)  # one is set
             self._output = None  # the text is what counts now
         return self._text
 
@@ -51,7 +51,7 @@ class ResultDraft:
     @property
     def output(self) -> bytes | bytearray:
         if self._output is None:
-            self._output = self._text.encode("utf-8", "surrogatepass")
+            self._output = (self._text or "").encode("utf-8", "surrogatepass")
             self._errors = "surrogatepass"
         return self._output
 
@@ -114,19 +114,20 @@ def build_result(raw: RawOutput, pm: pluggy.PluginManager,
     text = draft.text
     if text and not text.isspace():  # not strip(): that would copy all of it
         blocks.append(TextBlock(text=text))
-    blocks.extend(prepare_images(draft.images, pm, limits, deadline))
+    blocks.extend(prepare_images(draft.images, pm, limits, deadline, subject=raw.subject))
     notes.extend(raw.problems())
     if notes:
         blocks.append(TextBlock(text="\n".join(notes)))
     if not blocks:
-        blocks.append(TextBlock(text="(the tool printed nothing)"))
+        blocks.append(TextBlock(text=f"({raw.subject} printed nothing)"))
     return ToolResult(blocks=blocks, is_error=raw.failed)
 
 
 def prepare_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
                    limits: ImageLimits = ANTHROPIC,
-                   deadline: float | None = None) -> list[Block]:
+                   deadline: float | None = None, *, subject: str = "the tool") -> list[Block]:
     """Each payload through ``silica_prepare_image``, in order, within one result's budget.
+    ``subject`` names what emitted them in the advice of a notice ("Have the tool ...").
 
     Before an image is handed on, its header is read (``silica.images.budget.inspect``); no
     pixel is decoded here. An image is dropped, undecoded, with a notice starting
@@ -153,13 +154,13 @@ def prepare_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
         if deadline is not None and time.monotonic() >= deadline:
             blocks.append(_notice(
                 f"the call's time ran out while checking images; {_images(left)} not checked "
-                "or sent. Have the tool emit fewer or smaller images, or give it more time"))
+                f"or sent. Have {subject} emit fewer or smaller images, or give it more time"))
             break
         if index >= limits.max_images_per_result:
             blocks.append(_notice(
                 f"this result holds {len(payloads)} images, over the limit of "
                 f"{limits.max_images_per_result} per result (max_images_per_result); the last "
-                f"{_images(left)} not checked or sent. Have the tool emit fewer images"))
+                f"{_images(left)} not checked or sent. Have {subject} emit fewer images"))
             break
         cost = budget.inspect(payload, limits)
         refusal = cost.refusal(limits) if cost is not None else None
@@ -181,7 +182,7 @@ def prepare_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
         blocks[over_at] = _notice(
             f"{_images(over)} not decoded or sent: with the images before, this result would "
             f"take over {limits.max_result_decoded_bytes / MB:,.0f} MiB to decode "
-            "(max_result_decoded_bytes). Have the tool emit fewer or smaller images")
+            f"(max_result_decoded_bytes). Have {subject} emit fewer or smaller images")
     return [block for block in blocks if block is not None]
 
 

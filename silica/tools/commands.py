@@ -124,6 +124,7 @@ async def run_command(command: Sequence[str] | str, *, cwd: Path, timeout: float
     deadline = time.monotonic() + timeout
     raw = await run_confined(argv, sandbox=sandbox, env=env, cwd=cwd, timeout=timeout,
                              stdout_cap=stdout_cap)
+    raw.subject = "the command"  # not a tool file: its messages say what it is
     # Images are checked off the event loop, within what is left of the call's time.
     work = partial(build_result, raw, pm, image_limits, deadline=deadline)
     result = await off_loop(work, deadline=deadline,

@@ -167,6 +167,7 @@ class RawOutput:
     stderr_dropped: int = 0  # leading stderr bytes not kept (the tail is kept)
     error: str = ""  # why the process could not run at all
     notes: list[str] = field(default_factory=list)  # silica's own words on the run (sandbox)
+    subject: str = "the tool"  # what ran, as the messages name it ("the command": exec, shell)
 
     @property
     def failed(self) -> bool:
@@ -187,12 +188,24 @@ class RawOutput:
         if self.error:
             out.append(f"[{self.error}]")
         elif self.timed_out:
-            out.append(f"[the tool timed out after {self.timeout:g} s and was stopped]")
+            out.append(f"[{self.subject} timed out after {self.timeout:g} s and was stopped]")
         elif self.stdout_cut:
-            out.append(f"[output cut: the tool printed more than the {len(self.stdout)}-byte "
-                       "cap and was stopped there]")
+            out.append(f"[output cut: {self.subject} printed more than the "
+                       f"{len(self.stdout)}-byte cap and was stopped there]")
+        elif self.exit_code is not None and self.exit_code < 0:
+            out.append(f"[{self.subject} was ended by signal {_signal_name(-self.exit_code)}]")
         elif self.exit_code != 0:
-            out.append(f"[the tool exited with code {self.exit_code}]")
+            out.append(f"[{self.subject} exited with code {self.exit_code}]")
         if self.failed and self.stderr.strip():
             out.append("stderr:\n" + self.stderr_tail())
         return [*out, *self.notes]
+
+
+def _signal_name(number: int) -> str:
+    """``9 (SIGKILL)``; the bare number for a signal this system does not name."""
+    import signal
+
+    try:
+        return f"{number} ({signal.Signals(number).name})"
+    except ValueError:
+        return str(number)
