@@ -129,7 +129,7 @@ def test_new_then_check_flags_the_placeholders_then_passes_then_install_runs_it(
         "does in one line'); describe what the tool does in its docstrings"]
     done = silica("packs", "check", str(folder))
     assert done.returncode == 1 and "ready to publish" not in done.stdout
-    assert "1 tools, 0 broken, 2 problems" in done.stderr
+    assert "1 tool, 0 broken, 2 problems" in done.stderr
 
     replace_placeholders(folder)
     done = silica("packs", "check", str(folder), "--json")

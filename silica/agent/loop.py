@@ -60,6 +60,7 @@ from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMe
 from silica.providers.clients import warm_up
 from silica.providers.registry import get_provider
 from silica.tools.toolbox import Toolbox
+from silica.words import counted
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with tools. Use them when they help; when a tool returns "
@@ -244,7 +245,8 @@ class Agent:
                 return reply.text
             await self._run_tools(reply.tool_calls)
         raise TurnLimitReached(
-            f"the model was still calling tools after {self.settings.max_turns} requests; "
+            f"the model was still calling tools after "
+            f"{counted(self.settings.max_turns, 'request')}; "
             "the session is saved: resume it, or raise max_turns in config.toml")
 
     def _request(self) -> Request:
@@ -292,8 +294,9 @@ class Agent:
             for call, result, k in zip(calls, results, kept, strict=True):
                 if on_result:
                     on_result(call, result, k.images)
-                for note in k.notes if on_note else ():
-                    on_note(call, note)
+                if on_note:
+                    for note in k.notes:
+                        on_note(call, note)
         finally:
             self._save()
 

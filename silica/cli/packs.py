@@ -24,6 +24,7 @@ from silica.cli.output import (
 )
 from silica.errors import SilicaError
 from silica.security.urls import mask_urls
+from silica.words import counted
 
 app = App(name="packs", help="Install, update and remove tool packs; start and check your own.")
 
@@ -312,7 +313,8 @@ def check(path: Path, *, json_: JsonFlag = False):
         for problem in report.problems:
             labelled("problem: ", "bold red", problem)
         broken = sum(t.broken for t in report.tools)
-        summary = f"{len(report.tools)} tools, {broken} broken, {len(report.problems)} problems"
+        summary = (f"{counted(len(report.tools), 'tool')}, {broken} broken, "
+                   f"{counted(len(report.problems), 'problem')}")
         if report.ok:
             out.print(f"{summary}: ready to publish", markup=False)
         else:

@@ -26,6 +26,7 @@ from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.tools.discovery import Discovery
 from silica.tools.model import Tool, ToolStatus
 from silica.tools.toolbox import Toolbox
+from silica.words import counted
 
 app = App(name="tools", help="Find, inspect, check, run and create user tools.")
 
@@ -154,7 +155,7 @@ def check(*, json_: JsonFlag = False):
                     "warnings": found.warnings})
     else:
         print_table(tools_table(found.all_tools))
-        summary = f"{len(found.all_tools)} tools, {len(broken)} broken"
+        summary = f"{counted(len(found.all_tools), 'tool')}, {len(broken)} broken"
         (err if broken else out).print(summary, markup=False)
     if broken:
         raise SystemExit(1)

@@ -50,6 +50,7 @@ from silica.paths import cache_dir
 from silica.providers.base import ProviderError, Request, RequestToolResult
 from silica.providers.errors import api_message
 from silica.security.text import safe_text
+from silica.words import counted
 
 if TYPE_CHECKING:
     from silica.config import Settings
@@ -220,8 +221,8 @@ class SessionFiles:
         _, status, why = failures[0]
         said = f"HTTP {status}: {why}" if status else why
         if status in IMAGE_REFUSALS:
-            count = f"{len(failures)} image" + ("s" if len(failures) > 1 else "")
-            self.notice(f"the Anthropic Files API refused {count} ({_said(said)}); "
+            self.notice(f"the Anthropic Files API refused {counted(len(failures), 'image')} "
+                        f"({_said(said)}); "
                         "sent inline as base64 in this session instead")
             return
         self.unavailable = said
@@ -359,11 +360,12 @@ async def _delete_all(session_id: str, files: dict[str, dict[str, str]], setting
         notice(f"could not delete {len(left)} of the Anthropic files of session {session_id} "
                f"from {base_url} ({_said(why)}); they stay in the account's file storage: "
                f"{', '.join(left)}")
-    for url, ids in files.items():
-        if url != base_url and ids:
-            notice(f"{len(ids)} Anthropic files of session {session_id} were uploaded through "
-                   f"{_said(url)}, not the address configured now ({base_url}), and were not "
-                   f"deleted: {', '.join(ids.values())}")
+    for url, elsewhere in files.items():
+        if url != base_url and elsewhere:
+            uploaded = counted(len(elsewhere), "Anthropic file was", "Anthropic files were")
+            notice(f"of session {session_id}, {uploaded} uploaded through {_said(url)}, not "
+                   f"the address configured now ({base_url}), and not deleted: "
+                   f"{', '.join(elsewhere.values())}")
     return gone
 
 

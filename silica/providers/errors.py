@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from silica.providers.base import ProviderError
+from silica.words import counted
 
 MIB = 1024 * 1024
 _DETAIL = 300  # characters of a server's text quoted in a message
@@ -81,8 +82,7 @@ class Endpoint:
 
 
 def _retries(ep: Endpoint) -> str:
-    attempts = ep.retries + 1
-    return "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return counted(ep.retries + 1, "attempt")
 
 
 def api_message(body: object) -> str:

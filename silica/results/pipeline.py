@@ -12,6 +12,7 @@ from silica.blocks import Block, TextBlock, ToolResult
 from silica.images.limits import ANTHROPIC, MB, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.tools.model import RawOutput
+from silica.words import counted
 
 
 class ResultDraft:
@@ -191,4 +192,4 @@ def _notice(text: str) -> TextBlock:
 
 
 def _images(count: int) -> str:
-    return "1 image was" if count == 1 else f"{count} images were"
+    return counted(count, "image was", "images were")
