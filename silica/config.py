@@ -82,6 +82,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -548,7 +549,64 @@ def _explain(exc: ValidationError, path: Path, environ: Mapping[str, str]) -> st
         key = ".".join(str(p) for p in err["loc"])
         from_env = key in env_by_key and environ.get(env_by_key[key])
         where = f"${env_by_key[key]}" if from_env else str(path)
-        msg = "unknown key" if err["type"] == "extra_forbidden" else \
-            err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key" + _did_you_mean(err["loc"])
+        elif err["type"] in _BOUNDS:  # "must be greater than 0, not -1"
+            msg = (err["msg"].replace("Input should be", "must be") +
+                   f", not {_plain_value(err['input'])}")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
         problems.append(f"{where}: {key}: {msg}")
     return "; ".join(problems)
+
+
+_BOUNDS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
+def _plain_value(value: object) -> str:
+    """A number as a person writes it (``-1``, not ``-1.0``); anything else as TOML would
+    show it, quoted when a string."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """"; did you mean 'KEY'?" for the known key of ``loc``'s section closest to its last
+    part, or "" when none is close."""
+    import difflib
+
+    known = _section_keys(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _section_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the section at ``loc`` (a path of keys into ``Settings``) may hold; a table
+    of named entries (``agents.NAME``) is walked through to its entries' section."""
+    model: type[BaseModel] | None = Settings
+    entries = False  # the previous key was a table of named entries: this part is a name
+    for part in loc:
+        if model is None:
+            return []
+        if entries:
+            entries = False
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        model, entries = _section_of(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _section_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The section model an annotation holds, and whether it holds it as a table of named
+    entries (``dict[str, Model]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    args = typing.get_args(annotation)
+    for arg in args:
+        model, _ = _section_of(arg)
+        if model is not None:
+            return model, typing.get_origin(annotation) is dict
+    return None, False

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import string
 import subprocess
 import sys
 
+import pytest
 from conftest import script_tool, simple_spec
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from wire import anthropic_server, tool_call
+
+from silica.errors import SilicaError
 
 
 def silica(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -122,3 +130,66 @@ def test_exec_calls_a_plain_command_the_command():
     assert "(the command printed nothing)" in quiet.stdout
     for done in (failed, killed, quiet):
         assert "the tool" not in done.stdout + done.stderr
+
+
+def test_counts_in_messages_agree_with_their_nouns(user_tools):
+    from silica.words import counted
+
+    assert [counted(n, "tool") for n in (0, 1, 2)] == ["0 tools", "1 tool", "2 tools"]
+    assert counted(1, "image was", "images were") == "1 image was"
+    script_tool(user_tools, "only.py", simple_spec("only"))
+    checked = silica("tools", "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "tools, 0 broken" in checked.stdout  # the built-in tools are counted too
+    # "1 tool, 0 broken, 2 problems" of a pack: tests/test_packs_cli.py
+
+
+def test_a_negative_number_of_days_is_quoted_as_given():
+    done = silica("sessions", "delete", "--older-than", "-1")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("0 or more, not -1") and "-1.0" not in done.stderr
+
+
+def test_a_misspelled_config_key_suggests_the_known_one(home):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('provder = "openai"\n[images]\nmax_sise_bytes = 5\n'
+                                      '[tools]\ntimeout = -1.0\n[agents.coder]\nmodle = "x"\n'
+                                      '[mcp.servers.a]\ncomand = "x"\n[zzz]\n')
+    done = silica("tools", "list")
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
+    said = done.stderr
+    assert "provder: unknown key; did you mean 'provider'?" in said
+    assert "images.max_sise_bytes: unknown key; did you mean 'max_size_bytes'?" in said
+    assert "agents.coder.modle: unknown key; did you mean 'model'?" in said
+    assert "mcp.servers.a.comand: unknown key; did you mean 'command'?" in said
+    assert "zzz: unknown key;" not in said and said.rstrip().endswith("zzz: unknown key")
+    assert "tools.timeout: must be greater than 0, not -1;" in said
+
+
+def test_a_turn_limit_of_one_is_one_request(monkeypatch, user_tools):
+    script_tool(user_tools, "ping.py", simple_spec("ping"), body="print('pong')")
+    with anthropic_server([tool_call("ping", {})]) as srv:
+        srv.use(monkeypatch)
+        done = silica("ask", "--max-turns", "1", "call ping forever")
+    assert done.returncode == 1
+    assert "still calling tools after 1 request;" in done.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=24))
+def test_an_unknown_key_gets_at_most_one_known_key_as_advice(key):
+    import tempfile
+    from pathlib import Path
+
+    from silica.config import ImageOverrides, load_settings
+
+    known = set(ImageOverrides.model_fields)
+    assume(key not in known)
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "config.toml").write_text(f"[images]\n{key} = 1\n")
+        with pytest.raises(SilicaError) as raised:
+            load_settings(Path(folder), {})
+    said = str(raised.value)
+    assert f"images.{key}: unknown key" in said
+    suggested = re.findall(r"did you mean '(\w+)'\?", said)
+    assert len(suggested) <= 1 and set(suggested) <= known

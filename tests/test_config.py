@@ -32,7 +32,7 @@ def test_config_file_and_environment_on_top(home):
 
 
 @pytest.mark.parametrize(("text", "named"), [
-    ("[aging]\nlowres_px = 10\n", "aging.lowres_px: Input should be greater than or equal"),
+    ("[aging]\nlowres_px = 10\n", "aging.lowres_px: must be greater than or equal to 64, not 10"),
     ("colour = 'red'\n", "colour: unknown key"),
     ("[images]\nmax_side = 'big'\n", "images.max_side: Input should be a valid integer"),
     ("provider = \n", "is not valid TOML"),
@@ -62,7 +62,7 @@ def test_cli_reports_a_bad_config_on_stderr(home, user_tools):
     done = subprocess.run([sys.executable, "-m", "silica", "tools", "list"], text=True,
                           capture_output=True, env=os.environ.copy(), timeout=120)
     assert done.returncode == 1
-    assert "tools.timeout: Input should be greater than 0" in " ".join(done.stderr.split())
+    assert "tools.timeout: must be greater than 0, not -1" in " ".join(done.stderr.split())
 
 
 def test_starting_a_session_removes_image_folders_older_than_keep_days(home):

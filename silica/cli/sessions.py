@@ -60,7 +60,7 @@ def delete(
         fail("say what to delete: session ids, --empty, or --older-than DAYS "
              "(see silica sessions list)", 2)
     if older_than is not None and not older_than >= 0:  # also refuses nan
-        fail(f"--older-than takes a number of days, 0 or more, not {older_than}", 2)
+        fail(f"--older-than takes a number of days, 0 or more, not {older_than:g}", 2)
     chosen = list(session_ids) or [
         s.id for s in find_sessions(empty=empty, older_than=older_than)]
     deleted = delete_sessions(chosen)
