@@ -473,7 +473,7 @@ def test_local_sources_are_told_apart(tmp_path):
     assert parse_source(str(archive)).kind is SourceKind.ARCHIVE
     with pytest.raises(packs.PackError, match="applies only to git sources"):
         parse_source(str(archive), ref="v1")
-    with pytest.raises(packs.PackError, match="is not a folder, an archive file or a URL"):
+    with pytest.raises(packs.PackError, match="nothing-here does not exist"):
         parse_source(str(tmp_path / "nothing-here"))
 
 

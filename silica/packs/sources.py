@@ -74,8 +74,8 @@ def parse_source(text: str, ref: str | None = None) -> Source:
             raise PackError(f"two refs given ({given!r} after '#', and {ref!r}); give one")
         ref = ref or given or None
     if re.match(r"^https?://", text, re.I):
-        path = urllib.parse.urlparse(text).path.lower()
-        kind = SourceKind.ARCHIVE if path.endswith(ARCHIVE_SUFFIXES) else SourceKind.GIT
+        url_path = urllib.parse.urlparse(text).path.lower()
+        kind = SourceKind.ARCHIVE if url_path.endswith(ARCHIVE_SUFFIXES) else SourceKind.GIT
         return _with_ref(Source(kind, text), ref)
     if _GIT_URL.match(text):
         return Source(SourceKind.GIT, text, ref)
@@ -86,6 +86,9 @@ def parse_source(text: str, ref: str | None = None) -> Source:
         return _with_ref(Source(kind, str(path)), ref)
     if path.is_file():
         return _with_ref(Source(SourceKind.ARCHIVE, str(path)), ref)
+    if not path.exists():
+        raise PackError(f"{text} does not exist; check the path, or give a git URL (like "
+                        "https://host/team/tools.git) or an archive's URL")
     raise PackError(f"{text} is not a folder, an archive file or a URL; check the path "
                     "(a git URL looks like https://host/team/tools.git)")
 
