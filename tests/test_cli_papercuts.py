@@ -193,3 +193,26 @@ def test_an_unknown_key_gets_at_most_one_known_key_as_advice(key):
     assert f"images.{key}: unknown key" in said
     suggested = re.findall(r"did you mean '(\w+)'\?", said)
     assert len(suggested) <= 1 and set(suggested) <= known
+
+
+def test_untrust_from_a_subfolder_untrusts_the_trusted_folder(tmp_path):
+    data = tmp_path / "data"  # not a repository: trust records the folder itself
+    sub = data / "sub" / "deeper"
+    sub.mkdir(parents=True)
+    assert silica("trust", str(data)).returncode == 0
+    done = silica("untrust", cwd=sub)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"No longer trusted: {data}"
+    assert "No project is trusted yet" in silica("trust", "--list").stdout
+
+
+def test_untrust_of_a_folder_trusted_twice_says_what_still_trusts_it(tmp_path):
+    outer = tmp_path / "outer"
+    inner = outer / "inner"
+    inner.mkdir(parents=True)
+    for folder in (outer, inner):
+        assert silica("trust", str(folder)).returncode == 0
+    done = silica("untrust", cwd=inner)
+    assert done.stdout.strip() == f"No longer trusted: {inner}"
+    assert f"still trusted, as a folder in {outer}; to stop its tools too: silica untrust " \
+           f"{outer}" in " ".join(done.stderr.split())

@@ -51,6 +51,9 @@ def untrust(path: Path | None = None):
         fail(f"{target.resolve()} is not trusted; 'silica trust --list' shows what is")
     for root in removed:
         say(f"No longer trusted: {root}")
+    if (still := store.trusted_by(target)) is not None:
+        warn(f"{target.resolve()} is still trusted, as a folder in {still}; to stop its tools "
+             f"too: silica untrust {still}")
 
 
 def _show(store: TrustStore, json_: bool) -> None:

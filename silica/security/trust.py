@@ -69,7 +69,9 @@ class TrustStore:
             return []
         try:
             data = json.loads(raw)
-            items = data["trusted"] if data.get("format") == TRUST_FORMAT else None
+            if data.get("format") != TRUST_FORMAT:
+                raise ValueError("not a trust list of this format")
+            items = data["trusted"]
             entries = [TrustedPath(Path(i["path"]), str(i.get("since", ""))) for i in items
                        if isinstance(i, dict) and isinstance(i.get("path"), str)
                        and os.path.isabs(i["path"])]
@@ -83,14 +85,22 @@ class TrustStore:
         """Whether ``folder`` is at or below a trusted path, with no other repository in
         between: a repository nested in a trusted one (a clone, a submodule, a vendored
         dependency: anything with its own ``.git``) is a project of its own."""
+        return self.trusted_by(folder) is not None
+
+    def trusted_by(self, folder: Path) -> Path | None:
+        """The trusted path that makes ``folder`` trusted (the closest, as ``is_trusted``
+        reads it), or ``None``."""
         folder = Path(os.path.abspath(folder))
+        closest: Path | None = None
         for entry in self.entries():
             if folder != entry.path and entry.path not in folder.parents:
                 continue
             between = [folder, *folder.parents][:len(folder.parts) - len(entry.path.parts)]
-            if not any((d / ".git").exists() for d in between):
-                return True
-        return False
+            if any((d / ".git").exists() for d in between):
+                continue
+            if closest is None or len(entry.path.parts) > len(closest.parts):
+                closest = entry.path
+        return closest
 
     def add(self, path: Path) -> Path:
         """Trust the project that holds ``path``; returns the path recorded."""
@@ -106,11 +116,16 @@ class TrustStore:
         return root
 
     def remove(self, path: Path) -> list[Path]:
-        """Stop trusting ``path`` (or the project that holds it); returns what was removed."""
+        """Stop trusting ``path`` (or the project that holds it, or the trusted folder it is
+        in, as ``is_trusted`` reads it: a subfolder's tools stop running); returns what was
+        removed, as it was recorded."""
         targets = {Path(os.path.abspath(path)), path.resolve()}
         if path.exists():
             targets.add(project_root(path))
         with self._locked():
+            for folder in (Path(os.path.abspath(path)), path.resolve()):
+                if (by := self.trusted_by(folder)) is not None:
+                    targets.add(by)
             kept = [e for e in self.entries() if e.path not in targets]
             removed = [e.path for e in self.entries() if e.path in targets]
             if removed:
