@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import subprocess
@@ -46,10 +47,25 @@ def test_new_project_tool_without_a_folder_goes_to_the_git_root(project):
     assert (project / ".silica" / "tools" / "rooted.py").is_file()
 
 
-def test_new_warns_when_the_name_shadows_a_builtin_or_the_users_tool(project, user_tools):
-    script_tool(user_tools, "mine.py", simple_spec("mine"))
+def test_new_refuses_a_builtins_name_unless_replacing_builtins_is_allowed(home, user_tools):
     builtin = silica("tools", "new", "read_file")
-    assert "is also the name of a built-in tool" in builtin.stderr
+    assert builtin.returncode == 2 and not (user_tools / "read_file.py").exists()
+    said = " ".join(builtin.stderr.split())
+    assert "'read_file' is the name of silica's built-in tool" in said
+    assert "choose another name (or, to replace the built-in, set allow_shadow_builtins = " \
+           "true under [tools] in config.toml)" in said
+    (home / "config.toml").write_text("[tools]\nallow_shadow_builtins = true\n")
+    allowed = silica("tools", "new", "read_file")
+    assert allowed.returncode == 0 and (user_tools / "read_file.py").is_file()
+    assert "this tool replaces silica's built-in 'read_file'" in allowed.stderr
+    listed = silica("tools", "list", "--json")
+    [winner] = [t for t in json.loads(listed.stdout)
+                if t["name"] == "read_file" and t["status"] == "ok"]
+    assert winner["origin"] == "user"
+
+
+def test_new_warns_when_a_project_tool_shadows_the_users_tool(project, user_tools):
+    script_tool(user_tools, "mine.py", simple_spec("mine"))
     shadow = silica("tools", "new", "mine", "--project")
     assert shadow.returncode == 0
     assert f"shadows your own {user_tools / 'mine.py'}" in shadow.stderr

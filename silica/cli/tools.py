@@ -240,11 +240,20 @@ def new(name: str, *, project: Annotated[bool, Parameter(negative="")] = False):
     from silica.tools.scaffold import new_tool
 
     folder = project_tool_folder(Path.cwd()) if project else user_tools_dir()
+    box = toolbox()
+    builtin = _builtin(name, box)
+    if builtin and not box.options.allow_shadow_builtins:
+        fail(f"{name!r} is the name of silica's built-in tool, which would be used instead "
+             "of your file; choose another name (or, to replace the built-in, set "
+             "allow_shadow_builtins = true under [tools] in config.toml)", 2)
     path = new_tool(folder, name)
     say(f"Created {path}\nTry it: silica tools run {name} --input "
         "'{\"text\": \"hi\", \"repeat\": 2}'")
-    for clash in _clashes(name, project):
-        warn(clash)
+    if builtin:  # allowed: say what it does
+        warn(f"this tool replaces silica's built-in {name!r} (allow_shadow_builtins = true)")
+    mine = user_tools_dir() / f"{name}.py"
+    if project and mine.is_file():
+        warn(f"this project tool shadows your own {mine} in this project")
     if project:
         from silica.security.trust import TrustStore, trust_command
 
@@ -261,18 +270,11 @@ def _named(name: str | None, usage: str) -> str:
     return name
 
 
-def _clashes(name: str, project: bool) -> list[str]:
-    """What a new tool called ``name`` would clash with: a built-in, or the user's own."""
+def _builtin(name: str, box: Toolbox) -> bool:
+    """Whether a built-in tool is called ``name``."""
     from silica.tools.discovery import builtin_tools
 
-    found = []
-    if any(t.name == name for t in builtin_tools(toolbox().pm, [])):
-        found.append(f"{name!r} is also the name of a built-in tool, which is used instead "
-                     "of your file; choose another name")
-    mine = user_tools_dir() / f"{name}.py"
-    if project and mine.is_file():
-        found.append(f"this project tool shadows your own {mine} in this project")
-    return found
+    return any(t.name == name for t in builtin_tools(box.pm, []))
 
 
 def _get(name: str, box: Toolbox | None = None) -> Tool:
