@@ -232,3 +232,24 @@ def test_untrust_of_a_folder_trusted_twice_says_what_still_trusts_it(tmp_path):
     assert done.stdout.strip() == f"No longer trusted: {inner}"
     assert f"still trusted, as a folder in {outer}; to stop its tools too: silica untrust " \
            f"{outer}" in " ".join(done.stderr.split())
+
+
+def test_tools_list_into_a_pipe_prints_whole_lines(user_tools):
+    spec = simple_spec("wordy")
+    spec["description"] = ("A first paragraph long enough to pass any cut. " * 10 +
+                           "\n\nA second\tparagraph, with a tab.")
+    script_tool(user_tools, "wordy.py", spec)
+    listed = run_env("tools", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split("\t")[:3] == ["name", "status", "origin"]
+    [row] = [line for line in lines if line.startswith("wordy\t")]
+    name, status, origin, about, *_, path = row.split("\t")
+    assert (status, origin, path) == ("ok", "user", str(user_tools / "wordy.py"))
+    assert about == " ".join(spec["description"].split())
+    assert "…" not in listed.stdout and "━" not in listed.stdout
+    on_terminal = run_env("tools", "list", COLUMNS="400")  # a person's terminal: a table
+    assert "…" in on_terminal.stdout and "━" in on_terminal.stdout
+    whole = run_env("tools", "list", "--json")
+    [tool] = [t for t in json.loads(whole.stdout) if t["name"] == "wordy"]
+    assert tool["description"] == spec["description"]

@@ -29,12 +29,16 @@ JsonFlag = Annotated[bool, Parameter(name="--json", negative="",
 
 
 
+def to_terminal(stream) -> bool:
+    """Whether ``stream`` is read by a person at a terminal (or ``$COLUMNS`` says there is
+    one): off one (a pipe, a file, a log) output is whole lines for programs."""
+    return bool(os.environ.get("COLUMNS")) or stream.isatty()
+
+
 def _width(stream) -> int | None:
     """The terminal's width on a terminal (or ``$COLUMNS``); off one, no limit: a pipe or a
     log gets whole lines, never text wrapped at 80 columns."""
-    if os.environ.get("COLUMNS") or stream.isatty():
-        return None
-    return UNWRAPPED
+    return None if to_terminal(stream) else UNWRAPPED
 
 
 UNWRAPPED = 100_000

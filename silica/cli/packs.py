@@ -171,9 +171,9 @@ def show(name: str, *, json_: JsonFlag = False):
     lines += [f"edited:    {edit}" for edit in row["local_edits"]]
     say("\n".join(lines))
     if tools:
-        from silica.cli.tools import tools_table
+        from silica.cli.tools import print_tools
 
-        out.print(tools_table(tools))
+        print_tools(tools)
     else:
         out.print("No tools.", markup=False)
 
@@ -298,7 +298,7 @@ def check(path: Path, *, json_: JsonFlag = False):
     json_
         Print the findings as JSON (for programs) instead of text.
     """
-    from silica.cli.tools import spec_progress, tools_table
+    from silica.cli.tools import print_tools, spec_progress
     from silica.packs import check_pack
 
     with spec_progress() as progress:
@@ -307,7 +307,7 @@ def check(path: Path, *, json_: JsonFlag = False):
         print_json(report.to_json())
     else:
         if report.tools:
-            out.print(tools_table(report.tools))
+            print_tools(report.tools)
         for warning in report.warnings:
             warn(warning)
         for problem in report.problems:

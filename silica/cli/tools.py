@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
@@ -19,10 +21,12 @@ from silica.cli.output import (
     print_table,
     say,
     table,
+    to_terminal,
     warn,
 )
 from silica.config import Settings
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
+from silica.security.text import safe_text
 from silica.tools.discovery import Discovery
 from silica.tools.model import Tool, ToolStatus
 from silica.tools.toolbox import Toolbox
@@ -88,14 +92,19 @@ def discover_tools() -> Discovery:
     return found
 
 
-def _summary(description: str, limit: int = 160) -> str:
-    """A description's first paragraph on one line, cut at ``limit`` characters."""
+def _summary(description: str, limit: int | None = 160) -> str:
+    """A description's first paragraph on one line, cut at ``limit`` characters (``None``:
+    the whole description on one line, nothing cut)."""
+    if limit is None:
+        return " ".join(description.split())
     first = " ".join(description.split("\n\n", 1)[0].split())
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def tools_table(tools: list[Tool]):
-    """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
+def _tool_rows(tools: list[Tool], limit: int | None) -> tuple[list[str], list[list[str]]]:
+    """The columns of a listing of ``tools`` and a row of cells per tool (descriptions as
+    ``_summary`` gives them with ``limit``); the sandbox and env columns only when a tool
+    has something to say in them."""
     env = [t.env_access.summary() if t.env_access else "" for t in tools]
     boxes = [t.sandbox.summary() if t.sandbox else "" for t in tools]
     columns = ["name", "status", "origin", "description / reason", "path"]
@@ -103,19 +112,43 @@ def tools_table(tools: list[Tool]):
         columns.insert(4, "env (secrets)")
     if any(boxes):
         columns.insert(4, "sandbox")
-    grid = table(*columns, whole=("name", "path"))
+    rows = []
     for t, secrets, box in zip(tools, env, boxes, strict=True):
-        style = _STATUS_STYLE.get(t.status, "red")
-        about = _summary(t.spec.description) if t.ok and t.spec else t.reason
-        # plain(): names, descriptions, reasons and paths come from outside; never markup
-        cells = [plain(t.name), plain(t.status, style), plain(t.folder.origin),
-                 plain(about), plain(t.path)]
+        about = _summary(t.spec.description, limit) if t.ok and t.spec else t.reason
+        cells = [t.name, str(t.status), t.folder.origin, about, str(t.path)]
         if any(env):
-            cells.insert(4, plain(secrets))
+            cells.insert(4, secrets)
         if any(boxes):
-            cells.insert(4, plain(box))
-        grid.add_row(*cells)
+            cells.insert(4, box)
+        rows.append(cells)
+    return columns, rows
+
+
+def tools_table(tools: list[Tool]):
+    """A rich table of tools (rich.table is imported here: ``--json`` output needs none)."""
+    columns, rows = _tool_rows(tools, limit=160)
+    grid = table(*columns, whole=("name", "path"))
+    for t, cells in zip(tools, rows, strict=True):
+        style = _STATUS_STYLE.get(t.status, "red")
+        # plain(): names, descriptions, reasons and paths come from outside; never markup
+        grid.add_row(*(plain(c, style if i == 1 else "") for i, c in enumerate(cells)))
     return grid
+
+
+def print_tools(tools: list[Tool]) -> None:
+    """``tools`` on stdout: a table at a terminal; into a pipe or a file, a tab-separated
+    header line, then one whole line per tool (no description cut, no rules drawn)."""
+    if to_terminal(sys.stdout):
+        print_table(tools_table(tools))
+        return
+    columns, rows = _tool_rows(tools, limit=None)
+    for cells in (columns, *rows):  # made safe: cells come from outside
+        sys.stdout.write("\t".join(safe_text(_one_line(c)) for c in cells) + "\n")
+
+
+def _one_line(cell: str) -> str:
+    """``cell`` with its tabs and line ends as spaces: one field of one line."""
+    return re.sub(r"[\t\r\n]+", " ", cell)
 
 
 @app.command(name="list")
@@ -139,7 +172,7 @@ def list_tools(*, json_: JsonFlag = False,
     if json_:
         print_json([t.to_row() for t in found.all_tools])
         return
-    print_table(tools_table(found.all_tools))
+    print_tools(found.all_tools)
     if not found.tools:
         say(f"No tool files found. Create one with 'silica tools new NAME' (it goes to "
             f"{user_tools_dir()}).", console=err)
@@ -154,7 +187,7 @@ def check(*, json_: JsonFlag = False):
         print_json({"ok": not broken, "tools": [t.to_row() for t in found.all_tools],
                     "warnings": found.warnings})
     else:
-        print_table(tools_table(found.all_tools))
+        print_tools(found.all_tools)
         summary = f"{counted(len(found.all_tools), 'tool')}, {len(broken)} broken"
         (err if broken else out).print(summary, markup=False)
     if broken:
