@@ -7,6 +7,7 @@ import re
 import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import script_tool, simple_spec
@@ -253,3 +254,15 @@ def test_tools_list_into_a_pipe_prints_whole_lines(user_tools):
     whole = run_env("tools", "list", "--json")
     [tool] = [t for t in json.loads(whole.stdout) if t["name"] == "wordy"]
     assert tool["description"] == spec["description"]
+
+
+def test_an_mcp_servers_content_keeps_its_order(home):
+    forms = Path(__file__).parent / "mcp_fixtures" / "forms_server.py"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f"[mcp.servers.forms]\ncommand = {json.dumps(sys.executable)}"
+                                      f"\nargs = [{json.dumps(str(forms))}]\n")
+    done = silica("tools", "run", "forms__interleaved", "--json")
+    assert done.returncode == 0, done.stderr
+    content = json.loads(done.stdout)["content"]
+    assert [(b["type"], b.get("text")) for b in content] == [
+        ("text", "before the chart"), ("image", None), ("text", "after the chart")]

@@ -412,8 +412,8 @@ def test_a_real_server_s_forms_through_the_toolbox():
     assert beside.text.splitlines() == ["the chart", '{"values": [3, 1, 4], "unit": "kg"}']
     assert len(beside.images) == 1
     assert [(type(b).__name__, b.audience) for b in audiences.blocks] == [
-        ("TextBlock", None), ("TextBlock", ("user",)), ("TextBlock", ("assistant",)),
-        ("ImageBlock", ("user",))]
+        ("TextBlock", None), ("TextBlock", ("user",)), ("ImageBlock", ("user",)),
+        ("TextBlock", ("assistant",))]  # the server's order
     assert audio.text == "[audio from forms: audio/wav, 64 bytes, not shown]"
 
 
@@ -445,4 +445,4 @@ def test_the_agent_sends_no_user_only_content_to_the_model(monkeypatch, home):
     saved = load_session(agent.conversation.id, home)
     result = next(b for m in saved.messages for b in m.content
                   if isinstance(b, ToolResultBlock) and b.call_id == "aud")
-    assert [b.audience for b in result.content] == [None, ("user",), ("assistant",), ("user",)]
+    assert [b.audience for b in result.content] == [None, ("user",), ("user",), ("assistant",)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pluggy
 
@@ -144,46 +145,67 @@ def prepare_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
 
     Never returns base64 text; never raises for an image (a plugin's own error aside).
     """
+    return [p.block for p in place_images(payloads, pm, limits, deadline, subject=subject)]
+
+
+class PlacedImage(NamedTuple):
+    """A block ``prepare_images`` made, with the index of the payload it stands in for
+    (``image``; the first, for a notice that counts several) and whether it stands for that
+    one alone."""
+
+    image: int
+    block: Block
+    alone: bool
+
+
+def place_images(payloads: list[ImagePayload], pm: pluggy.PluginManager,
+                 limits: ImageLimits = ANTHROPIC, deadline: float | None = None, *,
+                 subject: str = "the tool") -> list[PlacedImage]:
+    """``prepare_images``, each block with where it belongs: a caller holding text between
+    the images (an MCP result) puts each block back in its image's place."""
     if not payloads:
         return []
     from silica.images import budget  # Pillow is imported only when there are images
 
-    blocks: list[Block | None] = []
-    spent, over, over_at = 0, 0, -1
+    blocks: list[PlacedImage | None] = []
+    spent, over, over_at, over_index = 0, 0, -1, 0
     for index, payload in enumerate(payloads):
         left = len(payloads) - index
         if deadline is not None and time.monotonic() >= deadline:
-            blocks.append(_notice(
+            blocks.append(PlacedImage(index, _notice(
                 f"the call's time ran out while checking images; {_images(left)} not checked "
-                f"or sent. Have {subject} emit fewer or smaller images, or give it more time"))
+                f"or sent. Have {subject} emit fewer or smaller images, or give it more time"),
+                left == 1))
             break
         if index >= limits.max_images_per_result:
-            blocks.append(_notice(
+            blocks.append(PlacedImage(index, _notice(
                 f"this result holds {len(payloads)} images, over the limit of "
                 f"{limits.max_images_per_result} per result (max_images_per_result); the last "
-                f"{_images(left)} not checked or sent. Have {subject} emit fewer images"))
+                f"{_images(left)} not checked or sent. Have {subject} emit fewer images"),
+                left == 1))
             break
         cost = budget.inspect(payload, limits)
         refusal = cost.refusal(limits) if cost is not None else None
         if refusal:
-            blocks.append(_notice(refusal))
+            blocks.append(PlacedImage(index, _notice(refusal), True))
             continue
         weight = cost.bytes if cost is not None else 0
         if spent + weight > limits.max_result_decoded_bytes:
             over += 1
             if over_at < 0:
-                over_at = len(blocks)
+                over_at, over_index = len(blocks), index
                 blocks.append(None)  # the notice, once it is known how many it counts
             continue
         spent += weight
         block = pm.hook.silica_prepare_image(payload=payload, limits=limits)
         if block is not None:
-            blocks.append(block)
+            blocks.append(PlacedImage(index, block, True))
     if over:
-        blocks[over_at] = _notice(
+        blocks[over_at] = PlacedImage(over_index, _notice(
             f"{_images(over)} not decoded or sent: with the images before, this result would "
             f"take over {limits.max_result_decoded_bytes / MB:,.0f} MiB to decode "
-            f"(max_result_decoded_bytes). Have {subject} emit fewer or smaller images")
+            f"(max_result_decoded_bytes). Have {subject} emit fewer or smaller images"),
+            over == 1)
     return [block for block in blocks if block is not None]
 
 

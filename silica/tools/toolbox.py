@@ -35,7 +35,7 @@ from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
 from silica.plugins import get_plugin_manager
-from silica.results.pipeline import build_result, prepare_images
+from silica.results.pipeline import build_result, place_images
 from silica.security.env import EnvPolicy, withhold_from_environment
 from silica.security.sandbox import SandboxPolicy
 from silica.security.text import safe_text
@@ -217,6 +217,7 @@ class Toolbox:
             return ToolResult.error(f"{tool.name} failed: it returned "
                                     f"{type(result).__name__}, not a ToolResult")
         deadline = time.monotonic() + self.timeout
+        blocks: list[Block] | ToolResult
         if not any(isinstance(b, ImageBlock) for b in result.blocks):
             blocks = list(result.blocks)  # nothing to check: no hop to the work pool
         else:
@@ -229,40 +230,34 @@ class Toolbox:
                           is_error=result.is_error)
 
     def _prepare_blocks(self, tool: Tool, given: list[Block], deadline: float) -> list[Block]:
-        """A built-in's text blocks, then its images fitted through ``silica_prepare_image``
-        within the same per-result budget and deadline as a tool file's.
+        """A built-in's (or an MCP server's) blocks in their order, each image replaced by
+        what ``silica_prepare_image`` made of it, within the same per-result budget and
+        deadline as a tool file's (a notice counting several images stands where the first
+        of them was).
 
         Each prepared block (image or notice) keeps the ``audience`` of the image it came
         from; a notice standing for several images has theirs if they all share one."""
         images = [b for b in given if isinstance(b, ImageBlock)]
         payloads = [ImagePayload(data=b.data, declared_type=b.media_type,
                                  source=b.source or tool.name) for b in images]
-        texts = [b for b in given if not isinstance(b, ImageBlock)]
-        if all(b.audience is None for b in images):
-            return [*texts, *prepare_images(payloads, self.pm, self.image_limits, deadline)]
-        from types import SimpleNamespace  # only results with audiences need it
-
-        made: list[tuple[Block, int]] = []  # each block the hook made, and its image's index
-
-        def prepare(payload: ImagePayload, limits: ImageLimits) -> Block | None:
-            block = self.pm.hook.silica_prepare_image(payload=payload, limits=limits)
-            if block is not None:
-                made.append((block, next(i for i, p in enumerate(payloads) if p is payload)))
-            return block
-
-        # prepare_images only calls this hook: a stand-in tells which image each block is of
-        tracking = SimpleNamespace(hook=SimpleNamespace(silica_prepare_image=prepare))
-        prepared = prepare_images(payloads, tracking,  # type: ignore[arg-type]
-                                  self.image_limits, deadline)
         shared = {b.audience for b in images}
         common = next(iter(shared)) if len(shared) == 1 else None
-
-        def audience_of(block: Block) -> Block:
-            index = next((i for b, i in made if b is block), None)
-            audience = images[index].audience if index is not None else common
-            return block.model_copy(update={"audience": audience})
-
-        return [*texts, *(audience_of(b) for b in prepared)]
+        placed: dict[int, list[Block]] = {}
+        for index, block, alone in place_images(payloads, self.pm, self.image_limits,
+                                                deadline):
+            audience = images[index].audience if alone else common
+            if audience is not None:
+                block = block.model_copy(update={"audience": audience})
+            placed.setdefault(index, []).append(block)
+        blocks: list[Block] = []
+        index = 0
+        for b in given:
+            if isinstance(b, ImageBlock):
+                blocks.extend(placed.get(index, ()))
+                index += 1
+            else:
+                blocks.append(b)
+        return blocks
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}

@@ -109,6 +109,14 @@ def structured_and_image() -> CallToolResult:
 
 
 @server.tool()
+def interleaved() -> CallToolResult:
+    """Words, an image, more words: in this order."""
+    return _result(TextContent(type="text", text="before the chart"),
+                   ImageContent(type="image", data=_b64(_image("PNG")), mime_type="image/png"),
+                   TextContent(type="text", text="after the chart"))
+
+
+@server.tool()
 def audiences() -> CallToolResult:
     """Text for both, text and an image for the user only, text for the assistant only."""
     user = Annotations(audience=["user"])
