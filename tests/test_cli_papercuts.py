@@ -266,3 +266,20 @@ def test_an_mcp_servers_content_keeps_its_order(home):
     content = json.loads(done.stdout)["content"]
     assert [(b["type"], b.get("text")) for b in content] == [
         ("text", "before the chart"), ("image", None), ("text", "after the chart")]
+
+
+def test_a_bad_image_file_gets_advice_for_a_person(monkeypatch, tmp_path):
+    text_file, cut = tmp_path / "notes.png", tmp_path / "cut.png"
+    text_file.write_text("hello")
+    cut.write_bytes(b"\x89PNG\r\n\x1a\n" + b"x" * 40)
+    with anthropic_server([]) as srv:
+        srv.use(monkeypatch)
+        said = [silica("ask", "--image", str(f), "what is this?") for f in (text_file, cut)]
+    assert all(done.returncode == 1 for done in said)
+    assert f"error: the image {text_file} was refused: " in said[0].stderr
+    assert "send PNG or JPEG instead" in said[0].stderr
+    assert f"error: the image {cut} was refused: " in said[1].stderr
+    assert "Check that the whole file was sent" in said[1].stderr
+    for done in said:
+        assert "emit" not in done.stderr and "the tool" not in done.stderr
+        assert "[image dropped" not in done.stderr and "object at 0x" not in done.stderr

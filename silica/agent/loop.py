@@ -317,8 +317,10 @@ class Agent:
             raise SilicaError(f"cannot read the image {path}: {exc.strerror or exc}") from exc
         block = get_plugin_manager().hook.silica_prepare_image(
             payload=ImagePayload(data, None, f"file {path.name}"), limits=self.info.limits)
-        if not isinstance(block, ImageBlock):
-            raise SilicaError(f"cannot use {path} as an image: {block.text}")
+        if not isinstance(block, ImageBlock):  # a person's file: advice for a person
+            from silica.images.intake import ImageRefused, for_person
+
+            raise ImageRefused(f"the image {path} was refused: {for_person(block.text)}")
         return block.model_copy(update={"source": path.name})
 
     def save(self) -> Path:

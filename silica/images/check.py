@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 import warnings
 import zlib
@@ -481,7 +482,9 @@ def _bomb(label: str, size: tuple[int, int] | None, limits: ImageLimits) -> _Dro
 
 
 def _corrupt(label: str, exc: Exception) -> _Dropped:
-    reason = str(exc) or type(exc).__name__
+    # Pillow names the buffer it read ("cannot identify image file <_io.BytesIO object at
+    # 0x7f...>"): an address that tells nobody anything
+    reason = re.sub(r"\s*<[\w.]+ object at 0x[0-9a-f]+>", "", str(exc)) or type(exc).__name__
     return _Dropped(
         f"{label} is truncated or corrupt and could not be decoded ({reason}); "
         "it was not sent. Check that the tool writes the whole file"

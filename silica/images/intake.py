@@ -129,7 +129,7 @@ def prepare_upload(
     if isinstance(block, ImageBlock):
         return block.model_copy(update={"source": shown})
     reason = block.text if isinstance(block, TextBlock) else "no image plugin accepted it"
-    raise ImageRefused(f"{label} was refused: {_reword(reason)}")
+    raise ImageRefused(f"{label} was refused: {for_person(reason)}")
 
 
 def _refuse_bomb(payload: ImagePayload, label: str, limits: ImageLimits) -> None:
@@ -142,10 +142,12 @@ def _refuse_bomb(payload: ImagePayload, label: str, limits: ImageLimits) -> None
         cost = budget.inspect(payload, limits)
     refusal = cost.refusal(limits) if cost is not None else None
     if refusal:
-        raise ImageRefused(f"{label} was refused: {_reword(refusal)}")
+        raise ImageRefused(f"{label} was refused: {for_person(refusal)}")
 
 
-def _reword(notice: str) -> str:
+def for_person(notice: str) -> str:
+    """A notice of the image checker (``[image dropped: ...]``, which speaks to a tool's
+    author) in a person's terms, made safe to print: for an image a person sent."""
     text = notice.strip()
     for old, new in _REWORDED:
         text = text.replace(old, new)
