@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import string
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import script_tool, simple_spec
+from conftest import script_tool, simple_spec, write_tool
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from wire import anthropic_server, tool_call
@@ -283,3 +285,40 @@ def test_a_bad_image_file_gets_advice_for_a_person(monkeypatch, tmp_path):
     for done in said:
         assert "emit" not in done.stderr and "the tool" not in done.stderr
         assert "[image dropped" not in done.stderr and "object at 0x" not in done.stderr
+
+
+def test_a_tool_that_asks_for_a_secret_it_lacks_says_how_to_grant_it(user_tools, monkeypatch):
+    monkeypatch.setenv("OPENWEATHER_KEY", "ow-FAKE")
+    doc = '"""weather tool.\n\nMetadata:\n    env: OPENWEATHER_KEY, DB_PASSWORD\n"""\n'
+    write_tool(user_tools, "weather.py", doc + textwrap.dedent(f"""\
+        import json, os, sys
+        if "--toolspec" in sys.argv:
+            print(json.dumps({simple_spec("weather")!r}))
+        else:
+            print("key" if os.environ.get("OPENWEATHER_KEY") else "no key")
+        """), deps="")
+    done = silica("tools", "run", "weather")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no key" and "ow-FAKE" not in done.stderr
+    hint = [line for line in done.stderr.splitlines() if "not granted" in line]
+    assert hint == ["silica: tool weather asked for OPENWEATHER_KEY, DB_PASSWORD, not granted "
+                    "to it, so it runs without them; to grant them, put weather = "
+                    '["OPENWEATHER_KEY", "DB_PASSWORD"] under [tools.env_grant] in config.toml']
+    home = Path(os.environ["SILICA_HOME"])
+    (home / "config.toml").write_text(
+        '[tools.env_grant]\nweather = ["OPENWEATHER_KEY", "DB_PASSWORD"]\n')
+    granted = silica("tools", "run", "weather")
+    assert granted.stdout.strip() == "key" and "not granted" not in granted.stderr
+
+
+def test_the_missing_secret_hint_is_given_once_per_tool(user_tools, capfd):
+    from silica.tools.toolbox import Toolbox
+
+    doc = '"""asks tool.\n\nMetadata:\n    env: GITHUB_TOKEN\n"""\n'
+    write_tool(user_tools, "asks.py", doc + textwrap.dedent(f"""\
+        import json, sys
+        print(json.dumps({simple_spec("asks")!r}) if "--toolspec" in sys.argv else "ran")
+        """), deps="")
+    box = Toolbox()
+    assert [box.call("asks", {}).text.strip() for _ in range(3)] == ["ran"] * 3
+    assert capfd.readouterr().err.count("asked for GITHUB_TOKEN, not granted") == 1

@@ -20,6 +20,7 @@ the file wins once name clashes are settled, so a shadowed tool gets nothing.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -38,6 +39,7 @@ WITHHOLD_VAR = "SILICA_TOOL_ENV_WITHHOLD"
 """A comma-separated list of names or patterns withheld on top of the settings' own."""
 
 _PATTERN_CHARS = frozenset("*?[")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML key that needs no quotes
 
 
 def withhold_from_environment() -> tuple[str, ...]:
@@ -112,10 +114,24 @@ class EnvAccess:
     granted: tuple[str, ...] = ()  # secrets it gets (set in silica's environment)
     denied: tuple[str, ...] = ()  # secrets it asked for and was not granted
     unset: tuple[str, ...] = ()  # granted or asked for, but not set in the environment
+    ungranted: tuple[str, ...] = ()  # secrets it asked for and was not granted, set or not
 
     def to_json(self) -> dict[str, list[str]]:
         return {"asked": list(self.asked), "granted": list(self.granted),
                 "not_granted": list(self.denied), "not_set": list(self.unset)}
+
+    def hint(self, tool: str) -> str:
+        """For the person running ``tool``: which secrets it asked for and runs without, and
+        the config.toml setting that grants them ("" when it asked for none it lacks)."""
+        if not self.ungranted:
+            return ""
+        names = ", ".join(self.ungranted)
+        them = "it" if len(self.ungranted) == 1 else "them"
+        key = tool if _BARE_KEY.fullmatch(tool) else json.dumps(tool)
+        value = "[" + ", ".join(json.dumps(n) for n in self.ungranted) + "]"
+        return (f"tool {tool} asked for {names}, not granted to it, so it runs without "
+                f"{them}; to grant {them}, put {key} = {value} under [tools.env_grant] in "
+                "config.toml")
 
     def summary(self) -> str:
         """One short line for a table cell ("" when the tool asked for and got nothing)."""
@@ -157,4 +173,6 @@ class EnvPolicy:
             granted=tuple(secrets_given),
             denied=tuple(n for n in asked if n in environ and n not in given),
             unset=tuple(n for n in wanted if n not in environ),
+            ungranted=tuple(n for n in asked
+                            if is_secret(n, self.withhold) and not matches(n, patterns)),
         )

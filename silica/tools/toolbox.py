@@ -96,6 +96,7 @@ class Toolbox:
         self._discovery: Discovery | None = None
         # who approves a built-in's command (the shell tool); set by the CLI, None: nobody
         self.approve: Callable[[str], Awaitable[bool | str]] | None = None
+        self._hinted: set[str] = set()  # tools told of secrets they lack (once each)
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class Toolbox:
         sub = subcommand_for(tool.spec, tool.path, tool.multi)
         from silica.tools.confined import run_script
 
+        self._hint_secrets(tool)
         policy = self.options.env_policy
         timeout = tool.metadata.timeout or self.timeout
         deadline = time.monotonic() + timeout
@@ -258,6 +260,14 @@ class Toolbox:
             else:
                 blocks.append(b)
         return blocks
+
+    def _hint_secrets(self, tool: Tool) -> None:
+        """Once per tool, on stderr: it asked for secrets it is not granted (it runs without
+        them), and the setting that grants them."""
+        hint = tool.env_access.hint(tool.name) if tool.env_access else ""
+        if hint and tool.name not in self._hinted:
+            self._hinted.add(tool.name)
+            print(safe_text(f"silica: {hint}"), file=sys.stderr)
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
         given = {"tool": tool, "arguments": arguments, "result": result}
