@@ -40,3 +40,9 @@ def test_a_usage_error_from_a_library_call_exits_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("error: cannot read the token from ")
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_mcp_serve_refuses_a_port_out_of_range_in_one_line():
+    done = silica("mcp", "serve", "--http", "--port", "99999", "--no-token")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: --port must be 0-65535, not 99999"

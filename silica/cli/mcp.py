@@ -10,7 +10,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from silica.cli.output import SafeLogFormatter
+from silica.cli.output import SafeLogFormatter, fail
 
 app = App(name="mcp", help="Serve your tools to MCP hosts.")
 
@@ -55,6 +55,8 @@ def serve(*, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
     handler.setFormatter(SafeLogFormatter("%(name)s: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("silica").setLevel(logging.INFO)
+    if http and not 0 <= port <= 65535:
+        fail(f"--port must be 0-65535, not {port}", 2)
     token = _token(token_file, no_token) if http else None
     box = toolbox()
     serve_shell(box, shell)
