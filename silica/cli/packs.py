@@ -222,7 +222,7 @@ def _describe_change(change) -> str:
              (("added", change.added), ("changed", change.changed), ("removed", change.removed))
              if names]
     tools = "; ".join(parts) or "no tool changed"
-    return f"{head} {tools} ({change.files_changed} files changed)"
+    return f"{head} {tools} ({counted(change.files_changed, 'file')} changed)"
 
 
 @app.command

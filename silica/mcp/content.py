@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from silica.blocks import Audience, Block, ImageBlock, TextBlock, ToolResult, for_model
+from silica.words import counted
 
 ReadResource = Callable[[str], Awaitable[Any]]
 """Reads a resource by URI on the session that gave the result (``resources/read``): the
@@ -191,4 +192,4 @@ def _decode(data: str) -> bytes | None:
 
 def _size(data: str) -> str:
     raw = _decode(data)
-    return f"{len(raw)} bytes" if raw is not None else "invalid base64"
+    return counted(len(raw), "byte") if raw is not None else "invalid base64"
