@@ -322,3 +322,12 @@ def test_the_missing_secret_hint_is_given_once_per_tool(user_tools, capfd):
     box = Toolbox()
     assert [box.call("asks", {}).text.strip() for _ in range(3)] == ["ran"] * 3
     assert capfd.readouterr().err.count("asked for GITHUB_TOKEN, not granted") == 1
+
+
+@given(st.integers(min_value=0, max_value=10**9), st.sampled_from(["tool", "request", "file"]))
+def test_counted_is_singular_only_for_one(count, noun):
+    from silica.words import counted
+
+    said = counted(count, noun)
+    assert said.startswith(f"{count} ")
+    assert said.endswith(noun if count == 1 else noun + "s")
