@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -160,8 +161,11 @@ def _first_line(result) -> str:
     return ""
 
 
-def _run_turn(agent, view: AgentView, text: str, images: list[str]) -> bool:
-    """One turn; False if it failed (the error is printed, the session kept)."""
+def _run_turn(runner: asyncio.Runner, agent, view: AgentView, text: str,
+              images: list[str]) -> bool:
+    """One turn on the session's event loop (``runner``: every turn of a session shares it,
+    and so the provider's client and its connections); False if it failed (the error is
+    printed, the session kept)."""
     from silica.errors import SilicaError
 
     async def turn() -> None:
@@ -172,13 +176,27 @@ def _run_turn(agent, view: AgentView, text: str, images: list[str]) -> bool:
         await agent.send(text, [await _attachment(agent, image) for image in images])
 
     try:
-        asyncio.run(turn())
+        runner.run(turn())
     except SilicaError as exc:
         view.end_turn()
         err.print(Text.assemble(("error: ", "bold red"), plain(exc)))
         return False
     view.end_turn()
     return True
+
+
+@contextlib.contextmanager
+def _session_loop() -> Iterator[asyncio.Runner]:
+    """The one event loop of an ``ask`` or ``chat`` session; at its end the providers'
+    clients made on it are closed, while the loop still runs."""
+    from silica.providers.clients import close_all
+
+    with asyncio.Runner() as runner:
+        try:
+            yield runner
+        finally:
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                runner.run(close_all())
 
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -270,7 +288,8 @@ def ask(
                          model=model)
     if json_:  # stdout holds the JSON alone
         agent.events.on_text, view.inline = None, False
-    ok = _run_turn(agent, view, prompt, image or [])
+    with _session_loop() as runner:
+        ok = _run_turn(runner, agent, view, prompt, image or [])
     session = agent.conversation.id
     forgotten = agent.forget_if_unanswered()
     if forgotten:  # a bad --image, no API key: nothing to resume
@@ -322,31 +341,32 @@ def chat(
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,
         style="dim")
     pending = list(image or [])
-    while True:
-        try:
-            line = input("you> ")
-        except (EOFError, KeyboardInterrupt):
-            err.print("")
-            break
-        command = line.strip()
-        if command in ("/exit", "/quit"):
-            break
-        if command == "/help":
-            _help()
-            continue
-        if _COMMAND.fullmatch(command):
-            say(f"unknown command {command}; /help lists the commands", console=err)
-            continue
-        if not command:
-            continue
-        try:
-            _run_turn(agent, view, line, pending)
-            _show_usage(agent.usage)
-        except KeyboardInterrupt:
-            view.end_turn()
-            err.print("\n[turn interrupted; every tool call in it was answered]",
-                      markup=False)
-        pending = []
+    with _session_loop() as runner:
+        while True:
+            try:
+                line = input("you> ")
+            except (EOFError, KeyboardInterrupt):
+                err.print("")
+                break
+            command = line.strip()
+            if command in ("/exit", "/quit"):
+                break
+            if command == "/help":
+                _help()
+                continue
+            if _COMMAND.fullmatch(command):
+                say(f"unknown command {command}; /help lists the commands", console=err)
+                continue
+            if not command:
+                continue
+            try:
+                _run_turn(runner, agent, view, line, pending)
+                _show_usage(agent.usage)
+            except KeyboardInterrupt:
+                view.end_turn()
+                err.print("\n[turn interrupted; every tool call in it was answered]",
+                          markup=False)
+            pending = []
     _closing(agent)
     _leave(0)
 

@@ -41,7 +41,7 @@ from silica.providers.base import (
     RequestToolResult,
     tool_arguments,
 )
-from silica.providers.clients import environment, per_loop, shared
+from silica.providers.clients import environment, shared, tls
 from silica.providers.errors import (
     Endpoint,
     ReplyBounds,
@@ -180,7 +180,8 @@ class AnthropicProvider(BundledProvider, ReplyBounds):
 
         def make() -> anthropic.AsyncAnthropic:
             # the SDK's own HTTP client and defaults, with every body read within the bounds
-            http = per_loop(anthropic.DefaultAsyncHttpxClient, event_hooks=bounded_hooks(self))
+            http = anthropic.DefaultAsyncHttpxClient(event_hooks=bounded_hooks(self),
+                                                     verify=tls())
             return anthropic.AsyncAnthropic(**self.sdk_options(), http_client=http)
 
         client = shared((self.name, environment("ANTHROPIC_"), tuple(self.sdk_options().items()),
@@ -215,7 +216,7 @@ class AnthropicProvider(BundledProvider, ReplyBounds):
         files = self.session_files(request, ep.base_url)
         started = False
         try:
-            async with client, within_deadline(ep, self.deadline):
+            async with within_deadline(ep, self.deadline):
                 for again in (False, True):  # a second time only for a file the API lost
                     sources = await files.sources(client, request) if files else {}
                     beta = {"extra_headers": {"anthropic-beta": FILES_BETA}} if sources else {}

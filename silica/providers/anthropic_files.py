@@ -48,6 +48,7 @@ from silica.blocks import ImageBlock
 from silica.fsutil import write_atomic
 from silica.paths import cache_dir
 from silica.providers.base import ProviderError, Request, RequestToolResult
+from silica.providers.clients import close_all
 from silica.providers.errors import api_message
 from silica.security.text import safe_text
 from silica.words import counted
@@ -342,19 +343,19 @@ async def _delete_all(session_id: str, files: dict[str, dict[str, str]], setting
     base_url = str(client.base_url).rstrip("/")
     ids = list(files.get(base_url, {}).values())
     gone, why = 0, ""
-    async with client:
-        for file_id in ids:
-            try:
-                await client.beta.files.delete(file_id, betas=[FILES_BETA])
-            except anthropic.NotFoundError:
-                pass  # expired or deleted already: gone all the same
-            except anthropic.APIStatusError as exc:
-                why = f"HTTP {exc.status_code}: {api_message(exc.body) or exc.message}"
-                break  # the SDK has retried: the next ones would fare no better
-            except Exception as exc:  # no connection, an unreadable reply
-                why = f"{type(exc).__name__}: {exc}"
-                break
-            gone += 1
+    # on a loop of its own (``_run``): its client is closed before the loop ends
+    for file_id in ids:
+        try:
+            await client.beta.files.delete(file_id, betas=[FILES_BETA])
+        except anthropic.NotFoundError:
+            pass  # expired or deleted already: gone all the same
+        except anthropic.APIStatusError as exc:
+            why = f"HTTP {exc.status_code}: {api_message(exc.body) or exc.message}"
+            break  # the SDK has retried: the next ones would fare no better
+        except Exception as exc:  # no connection, an unreadable reply
+            why = f"{type(exc).__name__}: {exc}"
+            break
+        gone += 1
     left = ids[gone:]
     if left:
         notice(f"could not delete {len(left)} of the Anthropic files of session {session_id} "
@@ -372,9 +373,15 @@ async def _delete_all(session_id: str, files: dict[str, dict[str, str]], setting
 def _run(coroutine: Any) -> Any:
     """Run ``coroutine`` to its end from synchronous code, also when called on a running
     event loop's thread (then in a thread of its own)."""
+    async def closing() -> Any:
+        try:
+            return await coroutine
+        finally:
+            await close_all()  # the clients of this loop, which ends here
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return asyncio.run(closing())
     with ThreadPoolExecutor(1, thread_name_prefix="silica-files") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(asyncio.run, closing()).result()

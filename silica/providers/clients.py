@@ -6,15 +6,11 @@ provider per process, and the SDK imported ahead of the first request.
 
 - ``tls()`` is the process's one TLS context (``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
   honoured): loading the certificates is most of what an HTTP client costs to make.
-- ``per_loop(cls, **options)`` is one ``httpx2.AsyncClient`` that sends through an inner
-  client (a ``cls``) per running event loop, since pooled connections belong to the loop that
-  opened them and ``silica chat`` runs each turn in a loop of its own. Its ``aclose()`` closes
-  the inner client of the running loop once no response of that loop is open (so a request
-  that ends never cuts another one of the same loop short, as in ``silica serve``); the
-  client itself stays usable, and the next request opens a new inner client. The inner
-  client of a loop that has ended is dropped.
 - ``shared(key, make)`` is the process's client for ``key`` (the provider, what its SDK
-  reads from the environment, its retry, timeout and size bounds), made once by ``make``.
+  reads from the environment, its retry, timeout and size bounds), made once by ``make``
+  and reused by every request and turn: ``silica chat`` runs its whole session in one
+  event loop, and ``silica serve`` all its sessions. ``close_all()`` closes them before
+  the loop ends.
 - ``warm_up(provider)`` runs ``provider.warm()`` in a daemon thread: the SDK's import
   overlaps whatever the caller does next, and the process never waits for it at exit.
 """
@@ -26,20 +22,20 @@ import collections
 import contextlib
 import functools
 import importlib
+import inspect
 import os
 import threading
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     import ssl
 
-    import httpx2
-
 T = TypeVar("T")
 MAX_CLIENTS = 16  # clients kept (a test suite points the SDKs at many local servers)
 
-_CLIENTS: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+_CLIENTS: collections.OrderedDict[Hashable, tuple[asyncio.AbstractEventLoop | None, Any]] = \
+    collections.OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -59,90 +55,48 @@ def environment(*prefixes: str) -> tuple[tuple[str, str], ...]:
 
 def shared(key: Hashable, make: Callable[[], T]) -> T:
     """The process's client for ``key``, made by ``make`` the first time (thread-safe; the
-    ``MAX_CLIENTS`` most recently used are kept)."""
+    ``MAX_CLIENTS`` most recently used are kept). A client belongs to the event loop it is
+    asked for on, since its pooled connections do: a program that runs loops one after
+    another (or one in a thread of its own, as ``anthropic_files`` may) gets one for each,
+    and the clients of a loop that has ended are dropped."""
+    loop = _running_loop()
     with _LOCK:
-        if key in _CLIENTS:
-            _CLIENTS.move_to_end(key)
-            return _CLIENTS[key]
+        for gone in [k for k, (owner, _) in _CLIENTS.items() if owner and owner.is_closed()]:
+            del _CLIENTS[gone]
+        if (key, loop) in _CLIENTS:
+            _CLIENTS.move_to_end((key, loop))
+            return cast(T, _CLIENTS[key, loop][1])
     client = make()  # outside the lock: making one may import an SDK
     with _LOCK:
-        client = _CLIENTS.setdefault(key, client)
-        _CLIENTS.move_to_end(key)
+        client = cast(T, _CLIENTS.setdefault((key, loop), (loop, client))[1])
+        _CLIENTS.move_to_end((key, loop))
         while len(_CLIENTS) > MAX_CLIENTS:
             _CLIENTS.popitem(last=False)
         return client
 
 
-def per_loop(cls: Callable[..., httpx2.AsyncClient] | None = None,
-             **options: Any) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` that sends through one ``cls(**options)`` per running event
-    loop (see the module docstring); ``verify`` defaults to ``tls()``."""
-    import httpx2
+async def close_all() -> None:
+    """Close the clients that belong to the running loop and forget them: what a program
+    does before its loop ends (``silica ask`` and ``chat`` do), so no connection is left to
+    be closed by the garbage collector after the loop is gone."""
+    loop = asyncio.get_running_loop()
+    with _LOCK:
+        mine = [key for key, (owner, _) in _CLIENTS.items() if owner is loop]
+        clients = [_CLIENTS.pop(key)[1] for key in mine]
+    for client in clients:
+        aio = getattr(client, "aio", None)  # google-genai's async half closes apart
+        for close in (getattr(aio, "aclose", None), getattr(client, "close", None)):
+            with contextlib.suppress(Exception):  # a broken connection: nothing to close
+                result = close() if close is not None else None
+                if inspect.isawaitable(result):
+                    await result
 
-    options.setdefault("verify", tls())
-    make = cls or httpx2.AsyncClient
 
-    class LoopClient(httpx2.AsyncClient):
-        def __init__(self) -> None:
-            super().__init__(**options)
-            self.inner: dict[asyncio.AbstractEventLoop, httpx2.AsyncClient] = {}
-            self.open: dict[asyncio.AbstractEventLoop, int] = {}  # responses not closed
-            self.closing: set[asyncio.AbstractEventLoop] = set()
-
-        async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
-            loop = asyncio.get_running_loop()
-            for gone in [old for old in self.inner if old.is_closed()]:
-                self._forget(gone)  # its connections cannot be used (nor closed) any more
-            client = self.inner.get(loop)
-            if client is None or client.is_closed:
-                client = self.inner[loop] = make(**options)
-            self.open[loop] = self.open.get(loop, 0) + 1
-            try:
-                response = await client.send(request, **kwargs)
-            except BaseException:
-                await self._done(loop)
-                raise
-            if not kwargs.get("stream"):
-                await self._done(loop)  # read whole: nothing left open
-                return response
-            close, closed = response.aclose, False
-
-            async def aclose() -> None:
-                nonlocal closed
-                try:
-                    await close()
-                finally:
-                    if not closed:
-                        closed = True
-                        await self._done(loop)
-
-            response.aclose = aclose  # this response only
-            return response
-
-        async def aclose(self) -> None:
-            loop = asyncio.get_running_loop()
-            if self.open.get(loop):
-                self.closing.add(loop)  # closed when its last response is
-            else:
-                await self._close(loop)
-
-        async def _done(self, loop: asyncio.AbstractEventLoop) -> None:
-            self.open[loop] = max(0, self.open.get(loop, 0) - 1)
-            if not self.open[loop] and loop in self.closing:
-                await self._close(loop)
-
-        async def _close(self, loop: asyncio.AbstractEventLoop) -> None:
-            self.closing.discard(loop)
-            client = self.inner.pop(loop, None)
-            if client is not None:
-                await client.aclose()
-
-        def _forget(self, loop: asyncio.AbstractEventLoop) -> None:
-            self.inner.pop(loop, None)
-            self.open.pop(loop, None)
-            self.closing.discard(loop)
-
-    return LoopClient()
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def import_sdk(*modules: str) -> None:

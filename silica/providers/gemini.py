@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 import os
 import re
@@ -49,7 +48,7 @@ from silica.providers.base import (
     RequestToolResult,
     tool_arguments,
 )
-from silica.providers.clients import per_loop, tls
+from silica.providers.clients import shared, tls
 from silica.providers.errors import (
     Endpoint,
     ReplyBounds,
@@ -298,25 +297,29 @@ def _hooks(bounds: ReplyBounds) -> dict[str, list[Any]]:
     return hooks
 
 
-@functools.lru_cache(maxsize=8)
 def _client(api_key: str, base_url: str | None, max_line: int,
             max_reply: int) -> genai.Client:
-    """The process's SDK client for this key, address and bounds."""
-    import httpx2
-    from google import genai
-    from google.genai import types
+    """The process's SDK client for this key, address and bounds (``shared``)."""
 
-    bounds = ReplyBounds()
-    bounds.max_line, bounds.max_reply = max_line, max_reply
-    options = types.HttpOptions(
-        base_url=base_url, api_version=API_VERSION,
-        # both clients given: the SDK builds none of its own (nor an aiohttp session);
-        # "ssl": the context it would otherwise load again for websockets silica never opens
-        httpx_async_client=per_loop(event_hooks=_hooks(bounds), timeout=None,
-                                    follow_redirects=True),
-        httpx_client=httpx2.Client(verify=tls(), timeout=None, follow_redirects=True),
-        async_client_args={"ssl": tls()})
-    return genai.Client(api_key=api_key, vertexai=False, http_options=options)
+    def make() -> genai.Client:
+        import httpx2
+        from google import genai
+        from google.genai import types
+
+        bounds = ReplyBounds()
+        bounds.max_line, bounds.max_reply = max_line, max_reply
+        options = types.HttpOptions(
+            base_url=base_url, api_version=API_VERSION,
+            # both clients given: the SDK builds none of its own (nor an aiohttp session);
+            # "ssl": the context it would otherwise load again for websockets silica never
+            # opens
+            httpx_async_client=httpx2.AsyncClient(event_hooks=_hooks(bounds), timeout=None,
+                                                  follow_redirects=True, verify=tls()),
+            httpx_client=httpx2.Client(verify=tls(), timeout=None, follow_redirects=True),
+            async_client_args={"ssl": tls()})
+        return genai.Client(api_key=api_key, vertexai=False, http_options=options)
+
+    return shared(("gemini", api_key, base_url, max_line, max_reply), make)
 
 
 def base_url() -> str | None:

@@ -28,7 +28,7 @@ from silica.providers.base import (
     RequestToolResult,
     tool_arguments,
 )
-from silica.providers.clients import environment, per_loop, shared
+from silica.providers.clients import environment, shared, tls
 from silica.providers.errors import (
     Endpoint,
     ReplyBounds,
@@ -161,7 +161,7 @@ class OpenAIProvider(BundledProvider, ReplyBounds):
         usage: Any = None
         started = False
         try:
-            async with client, within_deadline(ep, self.deadline):
+            async with within_deadline(ep, self.deadline):
                 stream = await client.chat.completions.create(
                     **params, stream=True, stream_options={"include_usage": True})
                 async for chunk in stream:
@@ -216,7 +216,7 @@ def sdk_client(provider: Any) -> openai.AsyncOpenAI:
     import openai
 
     def make() -> openai.AsyncOpenAI:
-        http = per_loop(openai.DefaultAsyncHttpxClient, event_hooks=bounded_hooks(provider))
+        http = openai.DefaultAsyncHttpxClient(event_hooks=bounded_hooks(provider), verify=tls())
         return openai.AsyncOpenAI(**provider.sdk_options(), http_client=http)
 
     key = (provider.name, environment("OPENAI_"), tuple(provider.sdk_options().items()),

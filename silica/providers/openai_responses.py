@@ -253,7 +253,7 @@ class OpenAIResponsesProvider(BundledProvider, ReplyBounds):
         answer = _Answer(on_text)
         started = False
         try:
-            async with client, within_deadline(ep, self.deadline):
+            async with within_deadline(ep, self.deadline):
                 stream = await client.responses.create(**params, stream=True)
                 async with stream:  # closed even when an event ends the reply early
                     async for event in stream:
