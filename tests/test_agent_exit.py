@@ -1,0 +1,48 @@
+"""``silica ask`` and ``silica chat`` end by themselves with status 0, and every MCP server
+they started is gone by then: nothing left behind holds the process up or outlives it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from wire import anthropic_server, text, tool_call
+
+FIXTURES = Path(__file__).parent / "mcp_fixtures"
+
+
+def configure(home: Path, pidfile: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    server = FIXTURES / "state_server.py"
+    (home / "config.toml").write_text(
+        '[sandbox]\nmode = "off"\n[mcp.servers.state]\n'
+        f'command = "{sys.executable}"\nargs = ["{server}", "--pidfile", "{pidfile}"]\n'
+        "startup_timeout = 60\n", encoding="utf-8")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+@pytest.mark.parametrize("command", [["ask", "count once"], ["chat"]])
+def test_ask_and_chat_exit_0_with_their_mcp_servers_gone(command, home, project, tmp_path):
+    pidfile = tmp_path / "pids"
+    configure(home, pidfile)
+    script = [tool_call("state__count", {}), text("It said 1.")]
+    with anthropic_server(script) as srv:
+        done = subprocess.run([sys.executable, "-m", "silica", *command],
+                              input="count once\n/exit\n", capture_output=True, text=True,
+                              cwd=project, env={**os.environ, **srv.env}, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "It said 1." in done.stdout
+    pids = [int(line) for line in pidfile.read_text().split()]
+    assert pids, "the MCP server never started"
+    assert not [pid for pid in pids if alive(pid)], done.stderr
