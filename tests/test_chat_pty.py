@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -34,9 +35,10 @@ class Terminal:
         os.close(slave)
         self.seen = b""
 
-    def read_until(self, marker: bytes, limit: float = 120) -> None:
+    def read_until(self, marker: bytes, limit: float = 120, since: int = 0) -> None:
+        """Read until ``marker`` is seen past byte ``since`` of what was read."""
         end = time.monotonic() + limit
-        while marker not in self.seen:
+        while marker not in self.seen[since:]:
             if time.monotonic() > end:
                 raise AssertionError(f"no {marker!r} in {self.seen[-2000:]!r}")
             if not self._read_some(0.5):
@@ -110,3 +112,37 @@ def test_chat_prints_no_raw_control_from_the_models_command(home, project):
     assert "␛c" in text_shown and "<U+009B>" in text_shown  # shown, made visible
     assert "␛c<U+009B>2Jfake" in text_shown
 
+
+
+def test_ctrl_c_stops_a_turn_in_plain_words_and_chat_goes_on(home, project):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[sandbox]\nmode = "off"\n')
+    script = [tool_call("shell", {"command": "sleep 600"}), text("Next answer.")]
+    with anthropic_server(script) as srv:
+        env = {**os.environ, **srv.env, "TERM": "xterm-256color", "COLUMNS": "200"}
+        term = Terminal([sys.executable, "-m", "silica", "chat", "--allow-shell"], env,
+                        project)
+        try:
+            term.read_until(b"you> ")
+            term.type("wait a while")
+            term.read_until(b"sleep 600")
+            time.sleep(1)  # the command has started
+            mark = len(term.seen)
+            # Ctrl-C as a terminal sends it to its foreground group (this pty is not the
+            # chat's controlling terminal, so typing ^C would only echo it)
+            os.killpg(term.proc.pid, signal.SIGINT)
+            term.read_until(b"you> ", limit=60, since=mark)
+            stopped = OWN_STYLE.sub(b"", term.seen[mark:]).decode()
+            mark = len(term.seen)
+            term.type("and now?")
+            term.read_until(b"Next answer.", since=mark)
+            term.read_until(b"you> ", since=mark)
+            term.type("/exit")
+            code = term.finish()
+        finally:
+            term.close()
+    assert code == 0, term.seen[-2000:]
+    assert "stopped (tools still running were stopped too)" in stopped
+    assert "every tool call in it was answered" not in stopped
+    # the model was told the call was stopped, and the session went on in the same loop
+    assert len(srv.requests) == 2

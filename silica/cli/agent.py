@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import sys
@@ -16,6 +15,7 @@ from cyclopts import Parameter
 from rich.text import Text
 
 from silica.cli.output import err, fail, out, plain, print_json, say
+from silica.cli.transcript import call_line, replay, summary
 from silica.security.text import safe_text
 
 CHAT_COMMANDS = {
@@ -27,7 +27,6 @@ CHAT_COMMANDS = {
 
 _COMMAND = re.compile(r"^/[A-Za-z]+$")  # "/etc/hosts?" is a message, "/hlep" a typo
 _FIRST_WORDS = re.compile(r"\S")
-_SHOWN = 160  # characters of a result's first line shown after its tool call
 
 
 AllowShell = Annotated[bool, Parameter(name="--allow-shell", negative="", help=(
@@ -115,10 +114,8 @@ class AgentView:
 
     def on_tool_call(self, call) -> None:
         self.tool_since_text = True
-        args = json.dumps(call.arguments, ensure_ascii=False)
-        args = args if len(args) <= 200 else args[:197] + "..."
-        err.print(Text.assemble(("\n→ ", "cyan"), plain(call.name, "bold"),
-                                plain(f" {args}")))
+        name, args = call_line(call).split(" ", 1)
+        err.print(Text.assemble(("\n→ ", "cyan"), plain(name, "bold"), plain(f" {args}")))
 
     def on_tool_result(self, call, result, paths) -> None:
         from silica.blocks import for_user
@@ -126,7 +123,7 @@ class AgentView:
         from silica.cli.terminal import kitty_image
 
         style = "red" if result.is_error else "green"
-        err.print(Text.assemble(("  ← ", style), plain(f"{call.name}: {_first_line(result)}")))
+        err.print(Text.assemble(("  ← ", style), plain(f"{call.name}: {summary(result.blocks)}")))
         for image, path in zip(result.images, paths, strict=False):
             if not for_user(image):  # for the model only
                 continue
@@ -142,23 +139,6 @@ def _kitty_supported() -> bool:
     from silica.cli.terminal import kitty_supported
 
     return kitty_supported(os.environ, sys.stdout.isatty())
-
-
-def _first_line(result) -> str:
-    """The first non-blank line of ``result``'s text shown to the person (text for the model
-    only is skipped), at most ``_SHOWN`` characters; cheap for any size of output (nothing
-    past it is read)."""
-    from silica.agent.results import compact_undecodable
-    from silica.blocks import TextBlock, for_user
-
-    for block in result.blocks:
-        if not isinstance(block, TextBlock) or not for_user(block):
-            continue
-        found = _FIRST_WORDS.search(block.text)
-        if found:
-            line = block.text[found.start():found.start() + 4 * _SHOWN].split("\n", 1)[0]
-            return compact_undecodable(line)[:_SHOWN]
-    return ""
 
 
 def _run_turn(runner: asyncio.Runner, agent, view: AgentView, text: str,
@@ -253,7 +233,7 @@ def _closing(agent) -> None:
 def ask(
     prompt: str,
     *,
-    image: Annotated[list[str] | None, Parameter(name="--image")] = None,
+    image: Annotated[list[str] | None, Parameter(name="--image", negative="")] = None,
     agent_: AgentName = None,
     provider: str | None = None,
     model: str | None = None,
@@ -309,7 +289,7 @@ def ask(
 def chat(
     *,
     resume: str | None = None,
-    image: Annotated[list[str] | None, Parameter(name="--image")] = None,
+    image: Annotated[list[str] | None, Parameter(name="--image", negative="")] = None,
     agent_: AgentName = None,
     provider: str | None = None,
     model: str | None = None,
@@ -340,11 +320,13 @@ def chat(
     say(f"silica chat: {agent.provider.name} {agent.model}{profile}, session "
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,
         style="dim")
+    if resume:
+        replay(agent.conversation)
     pending = list(image or [])
     with _session_loop() as runner:
         while True:
             try:
-                line = input("you> ")
+                line = _next_line()
             except (EOFError, KeyboardInterrupt):
                 err.print("")
                 break
@@ -364,11 +346,26 @@ def chat(
                 _show_usage(agent.usage)
             except KeyboardInterrupt:
                 view.end_turn()
-                err.print("\n[turn interrupted; every tool call in it was answered]",
-                          markup=False)
+                say("\nstopped (tools still running were stopped too); type your next "
+                    "message, or /exit", console=err, style="dim")
             pending = []
     _closing(agent)
     _leave(0)
+
+
+def _next_line() -> str:
+    """The person's next message. Typed at a terminal, after the prompt ``you> ``; read from
+    a pipe, it is written out whole after the prompt, on a line of its own, so a piped
+    chat's output reads as a transcript (each reply under its message)."""
+    if sys.stdin.isatty():
+        return input("you> ")
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    line = line.rstrip("\r\n")
+    out.file.write(f"you> {safe_text(line)}\n")
+    out.file.flush()
+    return line
 
 
 def _leave(code: int) -> NoReturn:
