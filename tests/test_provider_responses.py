@@ -16,7 +16,7 @@ import openai
 import pytest
 from conftest import script_tool, simple_spec
 from PIL import Image
-from wire import drop, error, garbage, raw, text, tool_call
+from wire import drop, error, garbage, openai_server, raw, text, tool_call
 from wire.responses_wire import cut_mid_event, failed, responses_server
 from wire.samples import TOOL_IMAGE, USER_IMAGE, holds_image, sample_request, text_request
 
@@ -433,3 +433,21 @@ def test_ask_through_the_responses_api_with_a_tool_image(picture_tool, home):
         width, height = picture(image).size  # fitted to OpenAI's high-detail limits
         assert max(width, height) <= 2048 and min(width, height) <= 768
         assert abs(width / height - 1920 / 1080) < 0.01
+
+
+def test_a_server_without_the_responses_route_is_named_as_such_with_the_other_provider(
+        project):
+    """A chat-completions-only server answers 404 for /v1/responses: that is not a missing
+    model, and the message says which provider to use instead. Through ``silica ask``."""
+    (project.parent / "home").mkdir(exist_ok=True)
+    (project.parent / "home" / "config.toml").write_text('[sandbox]\nmode = "off"\n')
+    with openai_server([text("unused")]) as srv:
+        done = subprocess.run([sys.executable, "-m", "silica", "ask", "--provider",
+                               "openai-responses", "--model", "gpt-4.1", "hi"],
+                              capture_output=True, text=True, cwd=project, timeout=180,
+                              env={**os.environ, **srv.env, "COLUMNS": "200"})
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert "does not serve the OpenAI Responses API (HTTP 404" in said, said
+    assert "--provider openai" in said and "has no model" not in said
+    assert "Traceback" not in said

@@ -78,6 +78,7 @@ class Endpoint:
     url_var: str | None = None
     retries: int = 2
     missing_model_fix: str = "choose another with --model or SILICA_MODEL"
+    missing_route_fix: str = ""  # what to do when the server has no route for the API
     unreachable_fix: str = ""
 
 
@@ -120,6 +121,11 @@ def http_error(ep: Endpoint, status: int, detail: str) -> ProviderError:
         fix = (f"check that {ep.key_var} holds a valid key with access to this model"
                if ep.key_var else f"check the server at {ep.base_url} allows this client")
         return ProviderError(f"{ep.label} refused the credentials (HTTP {status}){said}; {fix}.")
+    if status == 404 and "model" not in detail.lower():  # the route, not the model
+        fix = ep.missing_route_fix or (f"check the address in {ep.url_var}" if ep.url_var
+                                       else f"check the server at {ep.base_url}")
+        return ProviderError(f"{ep.label} at {ep.base_url} does not serve the {ep.api} API "
+                             f"(HTTP 404){said}; {fix}.")
     if status == 404:
         return ProviderError(f"{ep.label} at {ep.base_url} has no model {ep.model!r} "
                              f"(HTTP 404){said}; {ep.missing_model_fix}.")

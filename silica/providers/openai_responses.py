@@ -249,7 +249,9 @@ class OpenAIResponsesProvider(BundledProvider, ReplyBounds):
         client = self.client()
         base_url = str(client.base_url).rstrip("/")
         label = "OpenAI" if "api.openai.com" in base_url else "OpenAI-compatible server"
-        ep = Endpoint(label, API, base_url, request.model, KEY_VAR, URL_VAR, self.max_retries)
+        ep = Endpoint(label, API, base_url, request.model, KEY_VAR, URL_VAR, self.max_retries,
+                      missing_route_fix="a server that speaks only chat completions works "
+                      "with --provider openai")
         answer = _Answer(on_text)
         started = False
         try:
