@@ -74,3 +74,24 @@ def test_chat_resume_shows_the_earlier_turns_first(sandbox_off, project):
     assert re.search(r"← shell: .*planted", before_prompt)
     assert "It printed planted." in before_prompt
     assert done.stdout.splitlines() == ["you> and now?", "Still here."]
+
+
+def wide_png() -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (3000, 300), "blue").save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_tools_run_takes_every_provider_ask_takes_and_fits_images_as_it_does(
+        user_tools, sandbox_off, project):
+    body = f"print({json.dumps({'base64': wide_png(), 'media_type': 'image/png'})!r})"
+    script_tool(user_tools, "wide.py", simple_spec("wide"), body)
+    done = silica("tools", "run", "wide", "--provider", "gemini", "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    image = next(b for b in json.loads(done.stdout)["content"] if b["type"] == "image")
+    shown = Image.open(io.BytesIO(base64.b64decode(image["source"]["data"])))
+    assert shown.width == 1536  # Gemini's fit (Anthropic's is 1568)
+    wrong = silica("tools", "run", "wide", "--provider", "nosuch", cwd=project)
+    assert wrong.returncode == 2
+    assert "unknown provider 'nosuch'; known providers:" in wrong.stderr
+    assert "gemini" in wrong.stderr and "Traceback" not in wrong.stderr

@@ -7,7 +7,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from cyclopts import App, Parameter
 
@@ -76,12 +76,21 @@ def user_settings() -> Settings:
     return load_settings()
 
 
-def toolbox(provider: str = "anthropic") -> Toolbox:
-    """A Toolbox with the user's settings (config.toml and environment) applied."""
-    from silica.images.limits import for_provider
+def toolbox(provider: str | None = None) -> Toolbox:
+    """A Toolbox with the user's settings (config.toml and environment) applied, its images
+    fitted as ``provider`` (any name ``ask --provider`` takes; default: the configured one)
+    fits them for the configured model (or the provider's default model)."""
+    from silica.errors import SilicaError
+    from silica.providers.models import DEFAULT_MODELS
+    from silica.providers.registry import get_provider
 
     settings = user_settings()
-    return Toolbox(settings=settings, image_limits=settings.images.apply(for_provider(provider)))
+    try:
+        chosen = get_provider(provider or settings.provider, settings)
+    except SilicaError as exc:
+        fail(str(exc), 2)
+    model = settings.model or DEFAULT_MODELS.get(chosen.name, "")
+    return Toolbox(settings=settings, image_limits=chosen.model_info(model).limits)
 
 
 def discover_tools() -> Discovery:
@@ -217,7 +226,7 @@ def run(
     input_: Annotated[str, Parameter(name="--input")] = "{}",
     json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
     save_images: Path | None = None,
-    provider: Literal["anthropic", "openai", "ollama"] = "anthropic",
+    provider: str | None = None,
 ):
     """Run tool NAME with a JSON input, as an agent would, and show what the model gets.
 
@@ -232,7 +241,9 @@ def run(
     save_images
         Folder to save images to (default: the silica image folder).
     provider
-        Fit images to this provider's limits.
+        Fit images to this provider's limits, as ``ask --provider`` does: anthropic,
+        openai, openai-responses, gemini, ollama or a plugin's (default: config, then
+        anthropic).
     """
     from silica.cli.show import save_image, show_result
 
