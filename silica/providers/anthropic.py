@@ -219,7 +219,8 @@ class AnthropicProvider(BundledProvider, ReplyBounds):
             async with within_deadline(ep, self.deadline):
                 for again in (False, True):  # a second time only for a file the API lost
                     sources = await files.sources(client, request) if files else {}
-                    beta = {"extra_headers": {"anthropic-beta": FILES_BETA}} if sources else {}
+                    beta: dict[str, Any] = \
+                        {"extra_headers": {"anthropic-beta": FILES_BETA}} if sources else {}
                     try:
                         async with client.messages.stream(**to_anthropic(request, sources),
                                                           **beta) as stream:
@@ -232,7 +233,7 @@ class AnthropicProvider(BundledProvider, ReplyBounds):
                     except anthropic.APIStatusError as exc:
                         detail = api_message(exc.body) or exc.message
                         lost = files.lost(exc.status_code, detail, sources) if files else []
-                        if not lost or started:
+                        if not lost or started or files is None:
                             raise
                         files.forget(lost)  # uploaded again by the next sources()
                         if again:

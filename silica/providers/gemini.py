@@ -37,7 +37,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from silica.blocks import ImageBlock, TextBlock, ToolCall
 from silica.providers.base import (
@@ -69,6 +69,7 @@ from silica.providers.models import BundledProvider, stop_reason
 if TYPE_CHECKING:
 
     from google import genai
+    from google.genai import types as genai_types
 
 KEY_VAR = "GEMINI_API_KEY"
 ALT_KEY_VAR = "GOOGLE_API_KEY"  # the SDK's other name for the same key
@@ -376,8 +377,12 @@ class GeminiProvider(BundledProvider, ReplyBounds):
         answer = _Answer(on_text)
         try:
             async with within_deadline(ep, self.deadline):
+                # plain dicts of the SDK's shapes (``to_gemini``): it validates them itself
                 stream = await client.aio.models.generate_content_stream(
-                    model=request.model, contents=contents, config=self._config(config))
+                    model=request.model,
+                    contents=cast("list[genai_types.ContentDict]", contents),
+                    config=cast("genai_types.GenerateContentConfigDict",
+                                self._config(config)))
                 async for chunk in stream:
                     answer.add(chunk)
         except _ErrorEvent as exc:

@@ -157,7 +157,7 @@ def without_images(request: Request) -> Request:
     its ``alt`` (its file name)."""
 
     def swap(blocks: list, words: list[str], name: str) -> list:
-        out = []
+        out: list[Any] = []
         n = 0
         for block in blocks:
             if isinstance(block, ImageBlock):

@@ -133,7 +133,7 @@ def _calls_so_far(request: Request) -> int:
 def _retry_delay(headers: httpx2.Headers | None, attempt: int, base: float) -> float:
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
-            seconds = float((headers or {}).get(name, "")) * scale
+            seconds = float(headers.get(name, "") if headers is not None else "") * scale
         except ValueError:
             continue
         if 0 <= seconds <= MAX_RETRY_AFTER:
