@@ -1,5 +1,6 @@
 """``silica ask`` and ``silica chat`` end by themselves with status 0, and every MCP server
-they started is gone by then: nothing left behind holds the process up or outlives it."""
+they started is gone by then: nothing left behind holds the process up or outlives it. A
+chat's turns share one event loop, so one client and its connections."""
 
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ def test_ask_and_chat_exit_0_with_their_mcp_servers_gone(command, home, project,
     pids = [int(line) for line in pidfile.read_text().split()]
     assert pids, "the MCP server never started"
     assert not [pid for pid in pids if alive(pid)], done.stderr
+
+
+def test_a_chats_turns_share_one_client_and_its_connection(home, project):
+    """One event loop for the whole session: the SDK client of the first turn, and the
+    connection it opened, serve the next turn too."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[sandbox]\nmode = "off"\n')
+    with anthropic_server([text("One."), text("Two."), text("Three.")]) as srv:
+        srv.keep_alive = True
+        done = subprocess.run([sys.executable, "-m", "silica", "chat"],
+                              input="first\nsecond\nthird\n", capture_output=True, text=True,
+                              cwd=project, env={**os.environ, **srv.env}, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert len(srv.peers) == 3 and len(set(srv.peers)) == 1, srv.peers
+    said = [line.removeprefix("you> ") for line in done.stdout.splitlines()]
+    assert [line for line in said if line.endswith(".")] == ["One.", "Two.", "Three."]

@@ -51,6 +51,8 @@ class WireServer:
         self.stream_type = stream_type  # the content type of a ``raw`` reply
         self.received: list[Received] = []
         self.root = ""  # http://127.0.0.1:PORT
+        self.keep_alive = False  # True: a connection stays open for the client's next request
+        self.peers: list[int] = []  # the client's port for each request, in order
         self.base_url = ""  # what the SDK is given (the root, or the root plus /v1)
         self.env: dict[str, str] = {}
         self._render = render
@@ -113,8 +115,9 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             headers = {k.lower(): v for k, v in self.headers.items()}
+            server.peers.append(self.client_address[1])
             wire = server._next(Received(self.command, self.path, headers, body, raw))
-            self.close_connection = True
+            self.close_connection = not server.keep_alive
             if wire.drop_after == 0:
                 return  # close without a word
             # the client may stop reading (a bound, a deadline): nothing to report then
@@ -124,7 +127,8 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, wire: Wire) -> None:
             self.send_response(wire.status)
             self.send_header("content-type", wire.content_type)
-            self.send_header("connection", "close")
+            if not server.keep_alive:
+                self.send_header("connection", "close")
             for key, value in wire.headers.items():
                 self.send_header(key, value)
             sent = wire.chunks if wire.drop_after is None else wire.chunks[:wire.drop_after]
