@@ -76,9 +76,9 @@ def user_settings() -> Settings:
     return load_settings()
 
 
-def toolbox(provider: str | None = None) -> Toolbox:
+def toolbox(provider: str | None = "anthropic") -> Toolbox:
     """A Toolbox with the user's settings (config.toml and environment) applied, its images
-    fitted as ``provider`` (any name ``ask --provider`` takes; default: the configured one)
+    fitted as ``provider`` (any name ``ask --provider`` takes; None: the configured one)
     fits them for the configured model (or the provider's default model)."""
     from silica.errors import SilicaError
     from silica.providers.models import DEFAULT_MODELS
@@ -257,7 +257,7 @@ def run(
         fail(f"--input is not valid JSON ({exc}); pass an object like '{{\"x\": 1}}'", 2)
     if not isinstance(arguments, dict):
         fail("--input must be a JSON object like '{\"x\": 1}'", 2)
-    box = toolbox(provider)
+    box = toolbox(provider)  # None: the configured provider, as ask
     _get(name, box)
     result = box.call(name, arguments)
     if json_:
