@@ -80,15 +80,15 @@ def toolbox(provider: str | None = "anthropic") -> Toolbox:
     """A Toolbox with the user's settings (config.toml and environment) applied, its images
     fitted as ``provider`` (any name ``ask --provider`` takes; None: the configured one)
     fits them for the configured model (or the provider's default model)."""
-    from silica.errors import SilicaError
+    from silica.errors import SilicaError, UsageError
     from silica.providers.models import DEFAULT_MODELS
     from silica.providers.registry import get_provider
 
     settings = user_settings()
     try:
         chosen = get_provider(provider or settings.provider, settings)
-    except SilicaError as exc:
-        fail(str(exc), 2)
+    except SilicaError as exc:  # an unknown --provider: a usage error (exit 2)
+        raise UsageError(str(exc)) from exc
     model = settings.model or DEFAULT_MODELS.get(chosen.name, "")
     return Toolbox(settings=settings, image_limits=chosen.model_info(model).limits)
 
