@@ -95,3 +95,17 @@ def test_tools_run_takes_every_provider_ask_takes_and_fits_images_as_it_does(
     assert wrong.returncode == 2
     assert "unknown provider 'nosuch'; known providers:" in wrong.stderr
     assert "gemini" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_exec_takes_every_provider_ask_takes(sandbox_off, project, tmp_path):
+    picture = tmp_path / "wide.json"
+    picture.write_text(json.dumps({"base64": wide_png(), "media_type": "image/png"}))
+    done = silica("exec", "--provider", "gemini", "--json", "--", "cat", str(picture),
+                  cwd=project)
+    assert done.returncode == 0, done.stderr
+    image = next(b for b in json.loads(done.stdout)["content"] if b["type"] == "image")
+    shown = Image.open(io.BytesIO(base64.b64decode(image["source"]["data"])))
+    assert shown.width == 1536  # Gemini's fit, as tools run --provider gemini gives
+    wrong = silica("exec", "--provider", "nosuch", "--", "true", cwd=project)
+    assert wrong.returncode == 2
+    assert "unknown provider 'nosuch'; known providers:" in wrong.stderr

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from cyclopts import Parameter
 
@@ -14,7 +14,7 @@ def exec_command(
     *command: Annotated[str, Parameter(allow_leading_hyphen=True)],
     shell: str | None = None,
     json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
-    provider: Literal["anthropic", "openai", "ollama"] = "anthropic",
+    provider: str | None = None,
     save_images: Path | None = None,
     timeout: float | None = None,
     cwd: Path | None = None,
@@ -36,7 +36,8 @@ def exec_command(
     json_
         Print {"is_error", "content"} with blocks in the Anthropic tool_result form.
     provider
-        Fit images to this provider's limits.
+        Fit images to this provider's limits, as ``ask --provider`` does (any provider
+        ``ask`` takes; default: the configured one).
     save_images
         Folder to save images to (default: the silica image folder).
     timeout
