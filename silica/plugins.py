@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
@@ -66,6 +68,33 @@ def get_plugin_manager() -> pluggy.PluginManager:
     return _pm
 
 
-def hook():
+def hook() -> Any:
     """Shortcut for ``get_plugin_manager().hook``."""
     return get_plugin_manager().hook
+
+
+def call_each(caller: Any, report: Callable[[str, Exception], None], *,
+              starting: Callable[[str], None] | None = None, **kwargs: Any) -> list:
+    """``caller(**kwargs)`` (a ``pm.hook.X``), except that an implementation that raises is
+    handed to ``report(plugin_name, error)`` and the others still run; ``starting``, when
+    given, is told the name of each plugin before it is called.
+
+    Implementations run in pluggy's own call order (the last registered first, ``tryfirst``
+    ones before and ``trylast`` ones after the rest), each given the arguments it names, and
+    the results that are not ``None`` are returned in that order, as pluggy returns them.
+    Hook wrappers are not run: these hooks are for plain implementations.
+    """
+    results = []
+    for impl in reversed(caller.get_hookimpls()):  # pluggy calls them from the end
+        if impl.hookwrapper or getattr(impl, "wrapper", False):
+            continue
+        if starting is not None:
+            starting(impl.plugin_name)
+        try:
+            result = impl.function(*(kwargs[name] for name in impl.argnames))
+        except Exception as exc:
+            report(impl.plugin_name, exc)
+            continue
+        if result is not None:
+            results.append(result)
+    return results

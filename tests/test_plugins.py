@@ -182,3 +182,95 @@ def test_image_work_runs_off_the_event_loop(register, user_tools):
     result = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert events == ["image work started", "pings answered", "image work ended"]
     assert "checked slowly" in result.text
+
+
+# -- pluggy's order, for every hook ------------------------------------------------------
+
+
+def _named_tool(name: str, says: str):
+    from silica.blocks import TextBlock, ToolResult
+    from silica.tools.builtin import BuiltinTool
+
+    async def run(arguments, context):
+        return ToolResult(blocks=[TextBlock(text=says)])
+
+    return BuiltinTool(name=name, description=f"says {says}",
+                       input_schema={"type": "object", "properties": {}}, run=run)
+
+
+def test_a_plugin_replaces_a_default_built_in_tool_by_name(register):
+    class Mine:
+        @hookimpl
+        def silica_builtin_tools(self, register):
+            register(_named_tool("read_file", "the plugin's read_file"))
+
+    register(Mine())
+    found = Toolbox().discover()
+    statuses = [str(t.status) for t in found.builtins if t.name == "read_file"]
+    assert statuses == ["ok", "invalid spec"]
+    assert Toolbox().call("read_file", {}).text == "the plugin's read_file"
+
+
+def test_a_tryfirst_built_in_tool_wins_over_one_registered_after_it(register):
+    class Early:
+        @hookimpl(tryfirst=True)
+        def silica_builtin_tools(self, register):
+            register(_named_tool("twin", "tryfirst"))
+
+    class Late:
+        @hookimpl
+        def silica_builtin_tools(self, register):
+            register(_named_tool("twin", "plain"))
+
+    register(Early())
+    register(Late())
+    assert Toolbox().call("twin", {}).text == "tryfirst"
+
+
+def test_observers_run_in_pluggys_order_and_a_raising_one_is_reported(
+        register, user_tools, capsys):
+    script_tool(user_tools, "t.py", simple_spec("t"), body="print('ok')")
+    seen = []
+
+    def watcher(label, **marks):
+        class Watcher:
+            @hookimpl(**marks)
+            def silica_tool_result(self, tool):
+                seen.append(label)
+        return Watcher()
+
+    class Faulty:
+        @hookimpl(tryfirst=True)
+        def silica_tool_result(self, result):
+            raise RuntimeError("observer broke")
+
+    register(watcher("last", trylast=True))
+    register(watcher("registered first"))
+    register(Faulty())
+    register(watcher("registered second"))
+    register(watcher("first", tryfirst=True))
+    Toolbox().call("t", {})
+    assert seen == ["first", "registered second", "registered first", "last"]
+    assert "observer broke" in capsys.readouterr().err
+
+
+def test_session_cleanups_run_in_pluggys_order(register, tmp_path, monkeypatch, caplog):
+    from silica.agent.sessions import _announce_deletion
+
+    seen = []
+
+    def cleaner(label, **marks):
+        class Cleaner:
+            @hookimpl(**marks)
+            def silica_session_deleted(self, session_id):
+                seen.append((label, session_id))
+                if label == "broken":
+                    raise OSError("service away")
+        return Cleaner()
+
+    register(cleaner("broken"))
+    register(cleaner("tryfirst", tryfirst=True))
+    register(cleaner("newest"))
+    _announce_deletion("s1", tmp_path)
+    assert [label for label, _ in seen][:3] == ["tryfirst", "newest", "broken"]
+    assert "service away" in caplog.text

@@ -284,19 +284,19 @@ def _remove(target: Path) -> bool:
 def _announce_deletion(session_id: str, home: Path) -> None:
     """Call each plugin's ``silica_session_deleted``; whatever fails is a warning."""
     from silica.config import ConfigError, Settings, load_settings
-    from silica.plugins import get_plugin_manager
+    from silica.plugins import call_each, get_plugin_manager
 
     try:
         settings = load_settings(home)
     except ConfigError:  # a broken config must not keep a session from being deleted
         settings = Settings()
-    given = {"session_id": session_id, "home": home, "settings": settings}
-    for impl in get_plugin_manager().hook.silica_session_deleted.get_hookimpls():
-        try:
-            impl.function(**{k: given[k] for k in impl.argnames})
-        except Exception as exc:
-            log.warning("%s", f"plugin {impl.plugin_name!r} failed to clean up after session "
-                        f"{session_id}: {type(exc).__name__}: {exc}")
+
+    def failed(plugin: str, exc: Exception) -> None:
+        log.warning("%s", f"plugin {plugin!r} failed to clean up after session "
+                    f"{session_id}: {type(exc).__name__}: {exc}")
+
+    call_each(get_plugin_manager().hook.silica_session_deleted, failed,
+              session_id=session_id, home=home, settings=settings)
 
 
 def _refuse_bytes(conversation: Conversation) -> None:

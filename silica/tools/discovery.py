@@ -241,28 +241,34 @@ def _scan_all(pm, cwd: Path, home: Path, cache: SpecCache) -> tuple[Discovery, l
 
 def builtin_tools(pm: pluggy.PluginManager, warnings: list[str],
                   settings: Settings | None = None) -> list[Tool]:
-    """The tools plugins register through ``silica_builtin_tools``, in registration order.
+    """The tools plugins register through ``silica_builtin_tools``, in pluggy's call order
+    (the plugin registered last first), each plugin's in the order it registers them.
 
     A plugin that raises, or registers something that is not a ``BuiltinTool``, adds a
-    warning; a name registered twice keeps the first and marks the second invalid. A
+    warning; a name registered twice keeps the first, so a third-party plugin's tool wins
+    over a default plugin's of the same name, and the other is marked invalid. A
     ``BuiltinTool`` with ``error`` set is listed with status error and that reason.
     """
+    from silica.plugins import call_each
+
     tools: list[Tool] = []
-    settings = settings or Settings()
-    for impl in pm.hook.silica_builtin_tools.get_hookimpls():
-        plugin = impl.plugin_name
-        found: list[Any] = []
-        given = {"register": found.append, "settings": settings}
-        try:
-            impl.function(**{k: given[k] for k in impl.argnames})
-        except Exception as exc:  # a broken plugin must not hide the other tools
-            warnings.append(f"plugin {plugin!r} failed to register built-in tools: {exc}")
-        for builtin in found:
-            if isinstance(builtin, BuiltinTool):
-                tools.append(_builtin_tool(builtin, plugin, tools))
-            else:
-                warnings.append(f"plugin {plugin!r} registered a {type(builtin).__name__}, "
-                                "not a BuiltinTool; it was skipped")
+    plugin = [""]  # the plugin being called
+
+    def register(builtin: Any) -> None:
+        if isinstance(builtin, BuiltinTool):
+            tools.append(_builtin_tool(builtin, plugin[0], tools))
+        else:
+            warnings.append(f"plugin {plugin[0]!r} registered a {type(builtin).__name__}, "
+                            "not a BuiltinTool; it was skipped")
+
+    def starting(name: str) -> None:
+        plugin[0] = name
+
+    def failed(name: str, exc: Exception) -> None:  # a broken plugin must not hide the rest
+        warnings.append(f"plugin {name!r} failed to register built-in tools: {exc}")
+
+    call_each(pm.hook.silica_builtin_tools, failed, starting=starting, register=register,
+              settings=settings or Settings())
     return tools
 
 

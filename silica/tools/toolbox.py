@@ -34,7 +34,7 @@ from silica.errors import InvalidInput, ToolNotFound
 from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
-from silica.plugins import get_plugin_manager
+from silica.plugins import call_each, get_plugin_manager
 from silica.results.pipeline import build_result, place_images
 from silica.security.env import EnvPolicy, withhold_from_environment
 from silica.security.sandbox import SandboxPolicy
@@ -270,11 +270,9 @@ class Toolbox:
             print(safe_text(f"silica: {hint}"), file=sys.stderr)
 
     def _observe(self, tool: Tool, arguments: dict, result: ToolResult) -> None:
-        given = {"tool": tool, "arguments": arguments, "result": result}
-        for impl in self.pm.hook.silica_tool_result.get_hookimpls():
-            try:
-                impl.function(**{k: given[k] for k in impl.argnames})
-            except Exception as exc:  # an observer must not change or lose the result
-                print(safe_text(f"silica: tool-result observer {impl.plugin_name!r} "
-                                f"failed: {exc}"),
-                      file=sys.stderr)
+        def failed(plugin: str, exc: Exception) -> None:  # must not change or lose the result
+            print(safe_text(f"silica: tool-result observer {plugin!r} failed: {exc}"),
+                  file=sys.stderr)
+
+        call_each(self.pm.hook.silica_tool_result, failed, tool=tool, arguments=arguments,
+                  result=result)
