@@ -318,3 +318,29 @@ def test_every_built_request_holds_only_sendable_images(tmp_path, drawn, limits,
     many = limits.is_many(len(sent))
     for b in sent:
         assert_sendable(b, limits, many)
+
+
+def test_a_stored_image_is_fitted_through_the_prepare_image_hook(store):
+    from silica.hookspecs import hookimpl
+    from silica.plugins import get_plugin_manager
+
+    seen = []
+
+    class Fitter:
+        @hookimpl(tryfirst=True)
+        def silica_prepare_image(self, payload, limits):
+            seen.append(limits.side_limit())
+            return TextBlock(text=f"[fitted by a plugin: {payload.source}]")
+
+    conversation = Conversation(id="s1")
+    tool_turn(conversation, store, [image(64, 48, shade=i) for i in range(11)])
+    tool_turn(conversation, store, [image(64, 48, shade=i) for i in range(11, 22)])
+    pm = get_plugin_manager()
+    pm.register(Fitter())
+    try:
+        shown = request_images(build(conversation, store))
+    finally:
+        pm.unregister(name=pm.get_name(next(p for p in pm.get_plugins()
+                                            if isinstance(p, Fitter))))
+    assert shown == [TextBlock(text="[fitted by a plugin: store]")] * 22
+    assert ANTHROPIC.side_limit(many=True) in seen  # over 20 images: the stricter side

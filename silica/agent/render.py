@@ -54,7 +54,6 @@ from typing import Any
 from silica.agent.conversation import Conversation, Message, ToolResultBlock
 from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock, for_model
 from silica.config import AgingSettings
-from silica.images.check import prepare_image
 from silica.images.limits import ImageLimits
 from silica.images.payload import ImagePayload
 from silica.images.store import ImageStore, StoreError
@@ -275,12 +274,26 @@ def _fitted(store: ImageStore, block: ImageRefBlock, limits: ImageLimits, many: 
         data = store.read(ref)
     except StoreError as exc:  # not cached: the file may be restored
         return TextBlock(text=f"[image dropped: {_label(block)}: {exc}]")
-    fitted = prepare_image(ImagePayload(data, ref.media_type, "store"), limits, many=many,
-                           lossy=lossy)
+    fitted = _prepare(ImagePayload(data, ref.media_type, "store"), limits, many, lossy)
     if fitted.type == "image" and block.alt:  # the words travel with the image (stand-ins)
         fitted = fitted.model_copy(update={"alt": block.alt})
     cache.put(key, fitted)
     return fitted
+
+
+def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool,
+             lossy: bool) -> ImageBlock | TextBlock:
+    """``payload`` fitted by the ``silica_prepare_image`` hook, as a tool's image is, to
+    ``limits`` with ``many`` (the side limit that applies) and ``lossy`` folded in, since
+    the hook takes limits alone."""
+    from silica.plugins import get_plugin_manager
+
+    if many or (lossy and not limits.lossy):
+        limits = limits.replace(max_side=limits.side_limit(many), lossy=limits.lossy or lossy)
+    block = get_plugin_manager().hook.silica_prepare_image(payload=payload, limits=limits)
+    if isinstance(block, ImageBlock | TextBlock):
+        return block
+    return TextBlock(text="[image dropped: no plugin prepared it]")
 
 
 def _label(block: ImageRefBlock) -> str:
