@@ -78,14 +78,18 @@ def silica_tool_env(path: Path, env: dict[str, str]) -> None:
 def silica_result_processors(register: Callable[[str, int, Callable[[ResultDraft], None]], None]):
     """Register result processors with ``register(name, order, process)``.
 
-    Called once when the plugin manager is built. Each ``process(draft)`` reads and rewrites
-    ``draft.text`` (what the tool printed, as text) and appends ``ImagePayload`` objects to
-    ``draft.images``. A processor may instead read and rewrite ``draft.output``, the same as
-    bytes (decoding with ``draft.errors``): the output comes as the bytes the tool wrote and
-    is decoded once, when a processor first reads ``text``, so processors that keep to bytes
-    spare it (the escape-sequence ones do). Processors run in ascending ``order``:
-    escape-sequence images (100s), then JSON image fields (200s); whatever text is left
-    becomes one text block.
+    Called once per plugin manager (again only if its plugins change), the first time a
+    result is built; the processors are kept for every result after. Each
+    ``process(draft)`` reads and rewrites ``draft.text`` (what the tool printed, as text)
+    and appends ``ImagePayload`` objects to ``draft.images``. A processor may instead read
+    and rewrite ``draft.output``, the same as bytes (decoding with ``draft.errors``): the
+    output comes as the bytes the tool wrote and is decoded once, when a processor first
+    reads ``text``, so processors that keep to bytes spare it (the escape-sequence ones do).
+    Processors run in ascending ``order``:
+    escape-sequence images (100s), then JSON image fields (200s); those of one order in the
+    order pluggy calls their plugins. Whatever text is left becomes one text block. A name
+    registered twice keeps the first registration pluggy calls (a later-registered or
+    ``tryfirst`` plugin's), so a plugin replaces ``json-images`` by registering that name.
     """
 
 

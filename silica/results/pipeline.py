@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -82,15 +83,33 @@ class ResultProcessor:
     process: Callable[[ResultDraft], None]
 
 
+_processors: weakref.WeakKeyDictionary[pluggy.PluginManager,
+                                      tuple[tuple, list[ResultProcessor]]] = \
+    weakref.WeakKeyDictionary()
+
+
 def result_processors(pm: pluggy.PluginManager) -> list[ResultProcessor]:
-    """Every registered processor, in the order they run."""
-    found: list[ResultProcessor] = []
+    """Every registered processor, in the order they run: ascending ``order``, then the
+    order pluggy calls their plugins in. Of two registered under one name, the first pluggy
+    calls wins (the plugin registered later, or a ``tryfirst`` one), so a plugin replaces a
+    default processor by registering its name.
+
+    The hook is called once per plugin manager, and again only when its plugins change.
+    """
+    caller = pm.hook.silica_result_processors
+    impls = tuple(caller.get_hookimpls())
+    cached = _processors.get(pm)
+    if cached is not None and cached[0] == impls:
+        return cached[1]
+    found: dict[str, ResultProcessor] = {}
 
     def register(name: str, order: int, process: Callable[[ResultDraft], None]) -> None:
-        found.append(ResultProcessor(name, order, process))
+        found.setdefault(name, ResultProcessor(name, order, process))
 
-    pm.hook.silica_result_processors(register=register)
-    return sorted(found, key=lambda p: p.order)
+    caller(register=register)
+    processors = sorted(found.values(), key=lambda p: p.order)  # stable: pluggy's order
+    _processors[pm] = (impls, processors)
+    return processors
 
 
 def build_result(raw: RawOutput, pm: pluggy.PluginManager,
