@@ -274,3 +274,55 @@ def test_session_cleanups_run_in_pluggys_order(register, tmp_path, monkeypatch, 
     _announce_deletion("s1", tmp_path)
     assert [label for label, _ in seen][:3] == ["tryfirst", "newest", "broken"]
     assert "service away" in caplog.text
+
+
+def test_result_processors_are_registered_once_per_manager(register, user_tools):
+    script_tool(user_tools, "t.py", simple_spec("t"), body="print('ok')")
+    calls = []
+
+    class Counted:
+        @hookimpl
+        def silica_result_processors(self, register):
+            calls.append(1)
+            register("counted", 300, lambda draft: None)
+
+    register(Counted())
+    box = Toolbox()
+    assert [box.call("t", {}).text.strip() for _ in range(3)] == ["ok"] * 3
+    assert len(calls) == 1
+
+
+PIXEL_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADE"
+             "lEQVR4nGNgYGAAAAAEAAH2FzhVAAAAAElFTkSuQmCC")
+
+
+def test_a_plugin_replaces_a_default_result_processor_by_name(register, user_tools):
+    printed = json.dumps({"base64": PIXEL_PNG})
+    script_tool(user_tools, "t.py", simple_spec("t"), body=f"print({printed!r})")
+
+    class Mine:
+        @hookimpl
+        def silica_result_processors(self, register):
+            def process(draft):  # leaves base64 fields as they are
+                draft.text = draft.text.strip()
+            register("json-images", 200, process)
+
+    register(Mine())
+    result = Toolbox().call("t", {})
+    assert result.text == printed and not result.images
+
+
+def test_a_plugin_replaces_a_built_in_provider_by_name(register):
+    from silica.providers.registry import provider_factories
+
+    def mine(settings):
+        raise AssertionError("not built here")
+
+    class Mine:
+        @hookimpl
+        def silica_providers(self, register):
+            register("Anthropic", mine)
+
+    register(Mine())
+    factories = provider_factories(get_plugin_manager())
+    assert factories["anthropic"] is mine and "openai" in factories

@@ -19,7 +19,9 @@ Factory = Callable[[Settings], Provider]
 
 
 def provider_factories(pm: pluggy.PluginManager | None = None) -> dict[str, Factory]:
-    """Every registered provider factory by name; a later registration of a name wins."""
+    """Every registered provider factory by name. Of two registrations of one name, the
+    first pluggy calls wins: the plugin registered later (entry points come after the
+    default plugins), or a ``tryfirst`` one, so a third-party plugin replaces a built-in."""
     if pm is None:
         from silica.plugins import get_plugin_manager
 
@@ -27,7 +29,7 @@ def provider_factories(pm: pluggy.PluginManager | None = None) -> dict[str, Fact
     factories: dict[str, Factory] = {}
 
     def register(name: str, factory: Factory) -> None:
-        factories[name.strip().lower()] = factory
+        factories.setdefault(name.strip().lower(), factory)
 
     pm.hook.silica_providers(register=register)
     return factories
