@@ -326,3 +326,21 @@ def test_a_plugin_replaces_a_built_in_provider_by_name(register):
     register(Mine())
     factories = provider_factories(get_plugin_manager())
     assert factories["anthropic"] is mine and "openai" in factories
+
+
+def test_building_a_plugin_manager_changes_nothing_process_wide():
+    import subprocess
+
+    code = textwrap.dedent("""\
+        import signal, sys
+        before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        from silica.plugins import build_plugin_manager
+        from silica.results.pipeline import result_processors
+        pm = build_plugin_manager()
+        result_processors(pm)
+        after = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        print(before == after)
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "True", done.stderr

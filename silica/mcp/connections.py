@@ -23,7 +23,7 @@ What a caller may rely on:
   again by the next use, after a pause that doubles with each failure in a row (0.5 s up
   to 30 s) and is forgotten after a successful call.
 - ``add_listener(callback)`` hears about every tool list that changed on a live connection.
-- At exit (``atexit``; SIGTERM too, see ``stop_all_then_die``) every connection is closed: a
+- At exit (``atexit``; SIGTERM too, see ``stop_on_sigterm``) every connection is closed: a
   stdio server's stdin is closed, then its process group (its own session) is ended.
 """
 
@@ -417,6 +417,7 @@ class McpConnections:
                 threading.Thread(target=self._loop.run_forever, daemon=True,
                                  name="silica-mcp").start()
                 atexit.register(self.close)
+                stop_on_sigterm()
             loop = self._loop
         return asyncio.run_coroutine_threadsafe(coro, loop)
 
@@ -459,9 +460,33 @@ def connections() -> McpConnections:
 
 def stop_all_then_die(signum: int) -> None:
     """Close every connection quickly: the process is about to end on signal ``signum``
-    (``silica.default_plugins.mcp_tools`` calls this on SIGTERM, since atexit will not run)."""
+    (``stop_on_sigterm``'s handler calls this on SIGTERM, since atexit will not run)."""
     if _MANAGER is not None:
         _MANAGER.close(wait=3.0)
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM close the MCP servers this process started, then end the process as
+    SIGTERM would: ``atexit`` does not run on a signal, and a server must not outlive silica.
+
+    Called by whoever is about to start servers (a ``Toolbox`` whose settings name some,
+    and the first connection), never on import or when plugins load. Installed only from
+    the main thread and only while SIGTERM is at its default, so an embedding host's own
+    handler is left alone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # a host with its own rules about signals
+        pass
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    stop_all_then_die(signum)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _record_spawns() -> None:

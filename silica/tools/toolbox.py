@@ -76,6 +76,10 @@ class Toolbox:
         self.home = home or silica_home()
         self.pm = pm or get_plugin_manager()
         self.settings = settings or Settings()
+        if self.settings.mcp.enabled():  # servers may start: SIGTERM must stop them
+            from silica.mcp.connections import stop_on_sigterm
+
+            stop_on_sigterm()
         options = options or DiscoveryOptions()
         tools = self.settings.tools
         policy = EnvPolicy(
