@@ -90,6 +90,8 @@ def silica_result_processors(register: Callable[[str, int, Callable[[ResultDraft
     order pluggy calls their plugins. Whatever text is left becomes one text block. A name
     registered twice keeps the first registration pluggy calls (a later-registered or
     ``tryfirst`` plugin's), so a plugin replaces ``json-images`` by registering that name.
+    ``draft.limits`` are the image limits the result is built for; a processor that decodes
+    keeps within their ``max_decoded_bytes`` and ``max_result_decoded_bytes``.
     """
 
 

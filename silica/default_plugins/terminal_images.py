@@ -3,7 +3,8 @@
 They run before the JSON processor, so a tool may mix both: kitty, iTerm2, then sixel. They
 read the output as bytes (``draft.output``) and leave bytes, so what is left after them is
 decoded to text once. ``AGENT_GRAPHICS`` (see ``tool_env``) tells tools which protocols are
-read.
+read. Each decodes within the budgets the result is built for (``draft.limits``: the
+configured ``[images] max_decoded_bytes`` and ``max_result_decoded_bytes``).
 """
 
 import importlib
@@ -23,7 +24,8 @@ def _processor(module: str, function: str, starts: tuple[bytes, ...] = (ESC,)):
         if not any(s in data for s in starts):  # memchr: the common case, nothing to scan
             return
         # imported on first use: listing tools never needs the extractors
-        cut = getattr(importlib.import_module(module), function)(data, draft.errors)
+        cut = getattr(importlib.import_module(module), function)(data, draft.errors,
+                                                                 draft.limits)
         if cut.data is not data:
             draft.output = cut.data
         draft.images.extend(cut.images)

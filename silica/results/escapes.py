@@ -22,7 +22,11 @@ import codecs
 import re
 from dataclasses import dataclass
 
-from silica.images.limits import DEFAULT_MAX_DECODED_BYTES, DEFAULT_MAX_RESULT_DECODED_BYTES
+from silica.images.limits import (
+    DEFAULT_MAX_DECODED_BYTES,
+    DEFAULT_MAX_RESULT_DECODED_BYTES,
+    ImageLimits,
+)
 from silica.images.payload import Extraction, ImagePayload
 
 try:  # a faster decoder, used when it happens to be installed
@@ -419,23 +423,29 @@ class Gathered:
     output rebuilt without the images (``out``, bytes in one buffer), at most ``max_markers``
     markers (the rest counted, in one marker at the end), and the images, at most
     ``MAX_IMAGES`` of them and ``MAX_IMAGE_BYTES`` in all (the rest dropped and counted).
-    ``source`` names the extractor in those markers."""
+    ``source`` names the extractor in those markers. Decoding is within the budgets of
+    ``limits`` (the configured ``[images]`` ones): ``max_decoded_bytes`` for one image
+    (``max_decoded``) and ``max_result_decoded_bytes`` for all of the output's
+    (``max_output``); without limits, the defaults."""
 
     source = ""
     max_markers = 100
 
-    def __init__(self, errors: str = "replace") -> None:
+    def __init__(self, errors: str = "replace", limits: ImageLimits | None = None) -> None:
         self.errors = errors
+        self.max_decoded = MAX_DECODED_BYTES if limits is None else limits.max_decoded_bytes
+        self.max_output = (MAX_OUTPUT_DECODED_BYTES if limits is None
+                           else limits.max_result_decoded_bytes)
         self.out = Rebuilt()
         self._images: list[ImagePayload | None] = []
         self.kept_bytes = self.over = 0  # image bytes kept; images dropped past the caps
         self.marked = self.unmarked = 0
-        self.spent = 0  # decoding work, see MAX_OUTPUT_DECODED_BYTES
+        self.spent = 0  # decoding work, see max_output
 
     @property
     def left(self) -> int:
         """Decoding work this output may still cost, in bytes."""
-        return MAX_OUTPUT_DECODED_BYTES - self.spent
+        return self.max_output - self.spent
 
     def spend(self, cost: int) -> None:
         self.spent += max(0, cost)
@@ -447,7 +457,7 @@ class Gathered:
 
     def over_budget(self) -> str:
         return (f"{self.source} image dropped: over the decoding budget of one output "
-                f"({MAX_OUTPUT_DECODED_BYTES // (1024 * 1024):,} MiB); send fewer or smaller "
+                f"({self.max_output / (1024 * 1024):,.0f} MiB); send fewer or smaller "
                 "images")
 
     def note(self, text: str) -> bytes:
@@ -531,8 +541,8 @@ class StreamExtractor(Gathered):
         longest = max(map(len, cls.commands), default=0)
         cls.reach = max(len(TMUX), len(SCREEN) + len(cls.intro) + longest)
 
-    def __init__(self, errors: str = "replace") -> None:
-        super().__init__(errors)
+    def __init__(self, errors: str = "replace", limits: ImageLimits | None = None) -> None:
+        super().__init__(errors, limits)
         self.view = memoryview(b"")  # of the bytes being walked, for slices without a copy
 
     def sequence(self, data: bytes, start: int, body: int) -> int:

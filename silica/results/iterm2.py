@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from silica.images.limits import ImageLimits
 from silica.images.payload import ImagePayload
 from silica.images.sniff import sniff_media_type
 from silica.results.escapes import (
@@ -61,12 +62,14 @@ def extract_iterm2(output: str | Output) -> Extraction:
     return cut_iterm2(*output_bytes(output)).extraction()
 
 
-def cut_iterm2(data: bytes | bytearray, errors: str = "replace") -> Cut:
+def cut_iterm2(data: bytes | bytearray, errors: str = "replace",
+               limits: ImageLimits | None = None) -> Cut:
     """``extract_iterm2`` on output bytes, the text left as bytes (``Cut``): what the result
-    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``)."""
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``); ``limits``: the budgets
+    (see ``Gathered``; iTerm2 images are sent as files, decoded only when prepared)."""
     if ESC not in data:  # memchr: the quickest no
         return Cut(data, [], errors)
-    extractor = _ITerm2(errors)
+    extractor = _ITerm2(errors, limits)
     first = extractor.find(data)
     if first < 0:  # none of ours, not even in passthrough (it is kept as it is)
         return Cut(data, [], errors)
@@ -103,8 +106,8 @@ class _ITerm2(StreamExtractor):
     intro = b"\x1b]1337;"  # no rare byte to hop on: bytes.find, long needle, does well
     commands = (b"File=", b"MultipartFile=", b"FilePart=", b"FileEnd")
 
-    def __init__(self, errors: str = "replace") -> None:
-        super().__init__(errors)
+    def __init__(self, errors: str = "replace", limits: ImageLimits | None = None) -> None:
+        super().__init__(errors, limits)
         self.loading: _Multipart | None = None
         self.orphan = False  # a marker was left for FilePart/FileEnd with no MultipartFile
 

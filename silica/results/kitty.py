@@ -13,6 +13,7 @@ import re
 import unicodedata
 import zlib
 
+from silica.images.limits import ImageLimits
 from silica.images.payload import ImagePayload
 from silica.results.escapes import (
     BEL,
@@ -77,12 +78,14 @@ def extract_kitty(output: str | Output) -> Extraction:
     return cut_kitty(*output_bytes(output)).extraction()
 
 
-def cut_kitty(data: bytes | bytearray, errors: str = "replace") -> Cut:
+def cut_kitty(data: bytes | bytearray, errors: str = "replace",
+              limits: ImageLimits | None = None) -> Cut:
     """``extract_kitty`` on output bytes, the text left as bytes (``Cut``): what the result
-    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``)."""
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``); ``limits``: the decoding
+    budgets (see ``Gathered``)."""
     if ESC not in data:  # memchr: the quickest no
         return Cut(_strip_placeholders(data, errors), [], errors)
-    extractor = _Kitty(errors)
+    extractor = _Kitty(errors, limits)
     first = extractor.find(data)
     if first < 0:  # no ESC _ G, so no graphics, not even in passthrough (it is kept as it is)
         return Cut(_strip_placeholders(data, errors), [], errors)
@@ -165,8 +168,10 @@ class _Transfer:
         return convert(self.keys, data)
 
 
-def _image(keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None, str]:
-    """The bytes a transfer with ``keys`` carried, as PNG, or why there are none.
+def _image(keys: dict[str, str], data: bytes,
+           max_decoded: int = MAX_DECODED_BYTES) -> tuple[bytes, None] | tuple[None, str]:
+    """The bytes a transfer with ``keys`` carried, as PNG, or why there are none (raw pixels
+    that would take over ``max_decoded`` bytes to turn into PNG are refused, undecoded).
 
     Raw pixels are measured by their declared ``s`` and ``v`` before anything is inflated,
     and ``o=z`` data is inflated no further than the pixels need (a PNG: no further than an
@@ -188,10 +193,11 @@ def _image(keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None
         if not width or not height:
             return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
         cost = _png_cost(width, height, channels)
-        if cost > MAX_DECODED_BYTES:
+        if cost > max_decoded:
             return None, (
                 f"s={width} v={height} (f={fmt}) would take {cost / _MIB:,.0f} MiB to turn "
-                f"into PNG, over the {MAX_DECODED_BYTES / _MIB:,.0f} MiB budget; send a "
+                f"into PNG, over the {max_decoded / _MIB:,.0f} MiB budget "
+                "(max_decoded_bytes); send a "
                 "smaller image"
             )
         expected = width * height * channels
@@ -271,8 +277,8 @@ class _Kitty(StreamExtractor):
     intro = b"\x1b_G"
     rare = 1  # "_": rare in coloured output, where ESC is everywhere
 
-    def __init__(self, errors: str = "replace") -> None:
-        super().__init__(errors)
+    def __init__(self, errors: str = "replace", limits: ImageLimits | None = None) -> None:
+        super().__init__(errors, limits)
         self.loading: _Transfer | None = None  # a chunked transfer under way
         self.by_id: dict[int, tuple[int, int, bytes]] = {}  # i= -> (image index, slot, bytes)
         self.controls: dict[bytes, _Control] = {}  # control data read, see parse
@@ -519,13 +525,13 @@ class _Kitty(StreamExtractor):
         such an image is dropped undecoded."""
         fmt, squeezed = keys.get("f", "32"), bool(keys.get("o"))
         if fmt == "100" and not squeezed:  # a PNG as it was sent: no work
-            return _image(keys, data)
+            return _image(keys, data, self.max_decoded)
         if self.left <= 0:
             return None, self.over_budget().split(": ", 1)[1]
-        png, why = _image(keys, data)
+        png, why = _image(keys, data, self.max_decoded)
         width, height = _int(keys.get("s")), _int(keys.get("v"))
         cost = _png_cost(width, height, 3 if fmt == "24" else 4) if width and height else 0
-        if fmt in ("24", "32") and cost <= MAX_DECODED_BYTES:  # else refused, undecoded
+        if fmt in ("24", "32") and cost <= self.max_decoded:  # else refused, undecoded
             self.spend(cost)
         elif png is not None:
             self.spend(len(png))

@@ -29,11 +29,13 @@ class ResultDraft:
     ``"surrogatepass"`` once they came from text, so that it decodes back to itself).
     """
 
-    __slots__ = ("images", "_text", "_output", "_errors")
+    __slots__ = ("images", "limits", "_text", "_output", "_errors")
 
     def __init__(self, text: str | None = None, images: list[ImagePayload] | None = None,
-                 *, output: bytes | bytearray | None = None) -> None:
+                 *, output: bytes | bytearray | None = None,
+                 limits: ImageLimits = ANTHROPIC) -> None:
         self.images: list[ImagePayload] = [] if images is None else images
+        self.limits = limits  # what the result is built for: its decoding budgets too
         self._text = text if output is None else None
         self._output = output
         self._errors = "replace"
@@ -122,7 +124,7 @@ def build_result(raw: RawOutput, pm: pluggy.PluginManager,
     non-zero exit, a timeout or cut output is reported in a final text block. A processor
     that raises is reported and skipped: the text stays as it was before it ran.
     """
-    draft = ResultDraft(output=raw.stdout)
+    draft = ResultDraft(output=raw.stdout, limits=limits)
     notes: list[str] = []
     for proc in result_processors(pm):
         before = draft.state()

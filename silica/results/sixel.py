@@ -26,6 +26,7 @@ from collections.abc import Iterator
 import numpy as np
 from PIL import Image
 
+from silica.images.limits import ImageLimits
 from silica.images.payload import Extraction, ImagePayload
 from silica.results.escapes import (
     MAX_DECODED_BYTES,
@@ -335,12 +336,14 @@ def extract_sixel(output: str | Output) -> Extraction:
     return cut_sixel(*output_bytes(output)).extraction()
 
 
-def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
+def cut_sixel(data: bytes | bytearray, errors: str = "replace",
+              limits: ImageLimits | None = None) -> Cut:
     """``extract_sixel`` on output bytes, the text left as bytes (``Cut``): what the result
-    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``). What it keeps is bounded
-    as every extractor's is (``Gathered``): markers past 100 and images past the caps are
-    counted, not kept."""
-    gathered = _Sixels(errors)
+    pipeline runs. ``errors``: how ``data`` decodes (see ``Cut``); ``limits``: the decoding
+    budgets (see ``Gathered``: a canvas over ``max_decoded_bytes`` is refused before it is
+    allocated). What it keeps is bounded as every extractor's is (``Gathered``): markers
+    past 100 and images past the caps are counted, not kept."""
+    gathered = _Sixels(errors, limits)
     out = gathered.out
     view, pos = memoryview(data), 0
     dcs = c1 = -2  # where the next ESC P and U+0090 are (-2: not looked for, -1: none left)
@@ -379,7 +382,7 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace") -> Cut:
         if gathered.full:  # no decoding: it could not be kept
             out.append(gathered.note(gathered.over_budget()))
             continue
-        room = min(MAX_PIXELS, gathered.left // BYTES_PER_PIXEL)
+        room = min(gathered.max_decoded, gathered.left) // BYTES_PER_PIXEL
         try:  # read in place: bytes past ASCII are no sixel data, whatever they decode to
             image = decode_sixel(data, p2=p2, start=m.end(), stop=stop, max_pixels=room)
             gathered.spend(image.width * image.height * BYTES_PER_PIXEL)
