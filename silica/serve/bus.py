@@ -189,12 +189,13 @@ class EventBus:
 
 def make_bus(redis_url: str | None) -> EventBus:
     """The in-process bus, or with ``redis_url`` the bus shared through Redis by several
-    daemons (``silica.serve.redis_bus.RedisBus``). ``SilicaError`` if that is not there."""
+    daemons (``silica.serve.redis_bus.RedisBus``). ``SilicaError`` if the ``redis`` package
+    it needs is not installed."""
     if not redis_url:
         return EventBus()
     try:
-        from silica.serve.redis_bus import RedisBus  # type: ignore[import-not-found]
-    except ImportError:
-        raise SilicaError("--redis is not available yet in this silica: several daemons "
-                          "cannot share events; run one daemon without --redis") from None
+        from silica.serve.redis_bus import RedisBus
+    except ImportError as exc:
+        raise SilicaError(f"--redis needs the redis package, which cannot be imported "
+                          f"({exc}); install it, or run one daemon without --redis") from None
     return RedisBus(redis_url)
