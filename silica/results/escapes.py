@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import binascii
 import codecs
+import importlib
 import re
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from silica.images.limits import (
     DEFAULT_MAX_DECODED_BYTES,
@@ -29,15 +31,19 @@ from silica.images.limits import (
 )
 from silica.images.payload import Extraction, ImagePayload
 
-try:  # a faster decoder, used when it happens to be installed
-    import pybase64 as _pybase64
-except ImportError:  # pragma: no cover - depends on the environment
-    _pybase64 = None
 
-try:  # a SIMD substring search (a dependency; without it, find_escape hops on bytes.find)
-    import stringzilla as _stringzilla
-except ImportError:  # pragma: no cover - depends on the environment
-    _stringzilla = None
+def _optional(module: str) -> Any:
+    """``module`` if it can be imported, else ``None``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+
+
+# a faster decoder, used when it happens to be installed
+_pybase64 = _optional("pybase64")
+# a SIMD substring search (a dependency; without it, find_escape hops on bytes.find)
+_stringzilla = _optional("stringzilla")
 
 # One image's base64 text above this is dropped, unread.
 MAX_BASE64_CHARS = 64 * 1024 * 1024
@@ -185,6 +191,14 @@ def find_escape(
                 break  # thick: try the next way
         start = i - offset  # every start before this one was looked at
     return find(needle, start, end)
+
+
+def match_end(pattern: re.Pattern[bytes], data: bytes | bytearray, pos: int,
+              stop: int) -> int:
+    """Where ``pattern``, which matches the empty string, stops matching ``data`` at
+    ``pos`` (looking no further than ``stop``)."""
+    found = pattern.match(data, pos, stop)
+    return pos if found is None else found.end()
 
 
 def find_pair(data: bytes | bytearray, pair: bytes, start: int = 0) -> int:
@@ -374,7 +388,7 @@ def unwrap_tmux(data: bytes | bytearray, start: int) -> tuple[bytes, int]:
     return bytes(body).replace(b"\x1b\x1b", ESC), end
 
 
-def _still_open(seg: bytes, was_open: bool) -> bool:
+def _still_open(seg: bytes | bytearray, was_open: bool) -> bool:
     """Whether a sequence is still open after ``seg`` (was it open before: ``was_open``)."""
     begun = max(seg.rfind(b"\x1b_"), seg.rfind(b"\x1b]"))
     ended = max(seg.rfind(ST), seg.rfind(BEL))
@@ -394,9 +408,10 @@ def unwrap_screen(data: bytes | bytearray, start: int) -> tuple[bytes, int]:
     ``ESC _`` or ``ESC ]`` is taken as the sequence's own ST. Returns the inner bytes and the
     index just past the last piece; with no closing ``ESC \\`` the last piece runs to the end.
     """
-    parts: list[bytes] = []
+    parts: list[bytes | bytearray] = []
     pos, n = start + 2, len(data)
-    is_open, last = False, b""
+    is_open = False
+    last: bytes | bytearray = b""
     while True:
         j = data.find(ST, pos)
         if j < 0:
@@ -527,6 +542,8 @@ class StreamExtractor(Gathered):
     commands: tuple[bytes, ...] = ()
     rare = 0  # which byte of intro to hop on where ESCs are thick (see find_escape)
     max_depth = 2  # passthrough inside passthrough, and no deeper
+    starts: ClassVar[re.Pattern[bytes]]  # set for each subclass, see __init_subclass__
+    reach: ClassVar[int]
 
     def __init_subclass__(cls) -> None:
         direct = re.escape(cls.intro[1:])
@@ -557,8 +574,9 @@ class StreamExtractor(Gathered):
                 return at
             pos = at + 1
 
-    def feed(self, data: bytes | bytearray, depth: int = 0, at: int = -1) -> None:
-        """Walk ``data``; ``at``: where ``find`` says our first sequence is, if known."""
+    def feed(self, data: bytes, depth: int = 0, at: int = -1) -> None:
+        """Walk ``data`` (bytes: the control strings read from it are looked up by value);
+        ``at``: where ``find`` says our first sequence is, if known."""
         outer, self.view = self.view, memoryview(data)
         out, pos, size, search, view = self.out, 0, len(data), self.starts.search, self.view
         find, startswith, intro, commands = data.find, data.startswith, self.intro, self.commands

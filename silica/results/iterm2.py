@@ -22,6 +22,7 @@ from silica.results.escapes import (
     Extraction,
     Output,
     StreamExtractor,
+    match_end,
     output_bytes,
     safe,
     string_end,
@@ -73,7 +74,7 @@ def cut_iterm2(data: bytes | bytearray, errors: str = "replace",
     first = extractor.find(data)
     if first < 0:  # none of ours, not even in passthrough (it is kept as it is)
         return Cut(data, [], errors)
-    extractor.feed(data, at=first)
+    extractor.feed(bytes(data) if isinstance(data, bytearray) else data, at=first)
     return extractor.finish()
 
 
@@ -118,7 +119,7 @@ class _ITerm2(StreamExtractor):
             stop = end = body + len(b"FileEnd")
             cut = False  # it carries nothing that could be lost
         elif cut:  # take only what can belong to the sequence
-            stop = end = _HEADER.match(data, body, stop).end()
+            stop = end = match_end(_HEADER, data, body, stop)
         if data.startswith(b"File=", body):
             self.single(data, body + len(b"File="), stop, cut)
         elif data.startswith(b"MultipartFile=", body):

@@ -25,6 +25,7 @@ from silica.results.escapes import (
     Extraction,
     Output,
     StreamExtractor,
+    match_end,
     output_bytes,
     safe,
     seal,
@@ -89,7 +90,7 @@ def cut_kitty(data: bytes | bytearray, errors: str = "replace",
     first = extractor.find(data)
     if first < 0:  # no ESC _ G, so no graphics, not even in passthrough (it is kept as it is)
         return Cut(_strip_placeholders(data, errors), [], errors)
-    extractor.feed(data, at=first)
+    extractor.feed(bytes(data) if isinstance(data, bytearray) else data, at=first)
     return extractor.finish()
 
 
@@ -168,8 +169,8 @@ class _Transfer:
         return convert(self.keys, data)
 
 
-def _image(keys: dict[str, str], data: bytes,
-           max_decoded: int = MAX_DECODED_BYTES) -> tuple[bytes, None] | tuple[None, str]:
+def _image(keys: dict[str, str], data: bytes | bytearray,
+           max_decoded: int = MAX_DECODED_BYTES) -> tuple[bytes | None, str | None]:
     """The bytes a transfer with ``keys`` carried, as PNG, or why there are none (raw pixels
     that would take over ``max_decoded`` bytes to turn into PNG are refused, undecoded).
 
@@ -189,9 +190,10 @@ def _image(keys: dict[str, str], data: bytes,
     expected = _MAX_PNG_BYTES
     if fmt != "100":
         channels = 3 if fmt == "24" else 4
-        width, height = _int(keys.get("s")), _int(keys.get("v"))
-        if not width or not height:
+        given_width, given_height = _int(keys.get("s")), _int(keys.get("v"))
+        if not given_width or not given_height:
             return None, f"raw pixels (f={fmt}) without a width and height (s=, v=)"
+        width, height = given_width, given_height
         cost = _png_cost(width, height, channels)
         if cost > max_decoded:
             return None, (
@@ -227,7 +229,8 @@ _MIB = 1024 * 1024
 _MAX_PNG_BYTES = MAX_BASE64_CHARS * 3 // 4
 
 
-def _inflate(data: bytes, limit: int) -> tuple[bytes | bytearray, None] | tuple[None, str]:
+def _inflate(data: bytes | bytearray,
+             limit: int) -> tuple[bytes | bytearray, None] | tuple[None, str]:
     """``data`` inflated, or why not (``"over"``: past ``limit`` bytes, where it stopped).
 
     Inflates 1 MiB at a time into one growing buffer: never past ``limit`` + 1 byte, and with
@@ -306,7 +309,7 @@ class _Kitty(StreamExtractor):
         # no BEL in it (that would end it sooner). Anything else takes the general way.
         find = data.find
         head, read = self.head
-        if data.startswith(head, start) and self.batch:  # the head of the last image taken
+        if read is not None and data.startswith(head, start) and self.batch:  # the last head
             first = start + len(head)
             esc = find(ESC, first)
             if esc >= 0 and data[esc + 1 : esc + 2] == b"\\":
@@ -329,7 +332,7 @@ class _Kitty(StreamExtractor):
         stop, end = string_end(data, body, esc)
         cut = end < 0
         if cut:  # take only what can belong to a graphics command
-            stop = end = _HEADER.match(data, body, stop).end()
+            stop = end = match_end(_HEADER, data, body, stop)
         semi = find(b";", body, stop)
         keys = self.parse(data[body : semi if semi >= 0 else stop]).keys
         self.command(keys, data, semi + 1 if semi >= 0 else stop, stop, cut, None)
@@ -417,7 +420,8 @@ class _Kitty(StreamExtractor):
                 if read.plain:  # PNG, no id: kept as it came
                     self.add_image(ImagePayload(decoded, "image/png", "kitty"))
                 else:
-                    self.land(read.image_id, *self.convert(keys, decoded), None)
+                    png, why = self.convert(keys, decoded)
+                    self.land(read.image_id, png, why, None)
                 return pos
         self.loading = _Transfer(keys, kind, self.slot(), self.errors)
         return self.ran(data, start, joined, pos, more, decoded, kind == "image")
@@ -517,9 +521,10 @@ class _Kitty(StreamExtractor):
             else:
                 self.fill(transfer.slot, marker)
             return
-        self.land(_int(transfer.keys.get("i")), *transfer.image(self.convert), transfer.slot)
+        png, why = transfer.image(self.convert)
+        self.land(_int(transfer.keys.get("i")), png, why, transfer.slot)
 
-    def convert(self, keys: dict[str, str], data: bytes) -> tuple[bytes, None] | tuple[None, str]:
+    def convert(self, keys: dict[str, str], data: bytes) -> tuple[bytes | None, str | None]:
         """``_image``, within the output's decoding budget: inflating and turning raw pixels
         into PNG are work beyond the bytes sent, and are charged to it; once it is spent,
         such an image is dropped undecoded."""

@@ -35,6 +35,7 @@ from silica.results.escapes import (
     Output,
     find_escape,
     find_pair,
+    match_end,
     output_bytes,
     seal,
 )
@@ -118,7 +119,7 @@ def _cut(data: bytes | bytearray, pos: int, end: int, stop: int) -> int:
     last = max(data.rfind(c, pos, end) for c in (b"!", b"#", b'"'))
     if last < 0:
         return end
-    if _PARAMS.match(data, last + 1, end).end() < end:  # it ends here, and what follows it
+    if match_end(_PARAMS, data, last + 1, end) < end:  # it ends here, and what follows it
         return end
     return last
 
@@ -287,8 +288,8 @@ def _chunks(data: bytes | bytearray, pos: int, stop: int) -> Iterator[bytes]:
             continue
         if head:
             yield head
-        end = _PARAMS.match(data, pos + 1, stop).end()
-        head = _short(data[pos : pos + 1], _params(data, pos + 1, end))
+        end = match_end(_PARAMS, data, pos + 1, stop)
+        head = _short(bytes(data[pos : pos + 1]), _params(data, pos + 1, end))
         pos = end
     if head:
         yield head
