@@ -44,6 +44,7 @@ def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
     not exist may be returned; discovery skips them. A folder with ``trusted=False`` is
     listed file by file as ``untrusted`` and nothing in it is read, run or written.
     """
+    raise NotImplementedError  # a specification: pluggy calls the implementations only
 
 
 @hookspec

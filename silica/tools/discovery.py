@@ -318,7 +318,7 @@ def _scan(folder: ToolFolder, warnings: list[str]) -> list[_File]:
 
 def _helper_hashes(folder: Path) -> list[str]:
     """Hashes of the ``_*.py`` helpers beside the tools: a changed helper can change specs."""
-    out = []
+    out: list[str] = []
     try:
         names = sorted(n for n in os.listdir(folder) if n.startswith("_") and n.endswith(".py"))
     except OSError:
