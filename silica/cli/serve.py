@@ -107,7 +107,7 @@ def _serve(options, host: str, port: int, open_page: bool) -> None:
     from silica.plugins import get_plugin_manager
     from silica.serve.daemon import serve
 
-    get_plugin_manager()  # plugins load now: their signal handlers are set before ours
+    get_plugin_manager()  # plugins load now, before the daemon starts
     # uvicorn restores these after it stops and raises the signal again: the daemon has
     # stopped cleanly by then, so the process ends quietly (exit 0)
     signal.signal(signal.SIGTERM, _stopped)
