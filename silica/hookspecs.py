@@ -54,7 +54,9 @@ def silica_builtin_tools(register: Callable[[BuiltinTool], None], settings: Sett
     Called once per discovery, off the event loop (it may block: the MCP source starts its
     servers here), with the ``settings`` of the Toolbox that discovers; a plugin that needs
     no settings may leave the argument out. Built-in tools are listed with their ``origin``
-    (``builtin`` unless set) and lose a name clash to any user, project or pack tool.
+    (``builtin`` unless set) and lose a name clash to any user, project or pack tool; of two
+    built-ins of one name, the one registered first in pluggy's call order wins, so a
+    third-party plugin's replaces a default plugin's.
     """
 
 
@@ -117,6 +119,9 @@ def silica_providers(register: Callable[[str, Callable[[Settings], Provider]], N
     ``factory(settings)`` returns a ``silica.providers.base.Provider``: it formats a
     provider-neutral ``Request`` for its API and says which models have vision and what image
     limits they have. Called when the agent picks its provider (``--provider`` / config).
+    Of two registrations of one name (case-insensitive) the first pluggy calls wins: a
+    third-party plugin (registered after the default plugins) or a ``tryfirst`` one
+    replaces a built-in provider by registering its name.
     """
 
 
