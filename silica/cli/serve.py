@@ -64,8 +64,10 @@ def serve(
         Open the page in a browser once listening.
     """
     from silica.config import load_settings
+    from silica.extras import require
     from silica.serve.options import ServeOptions, is_loopback
 
+    require("serve")
     settings = load_settings()
     choice = choose_token(token_file=token_file, given=token, no_token=no_token,
                           variable=TOKEN_VAR)
@@ -84,6 +86,11 @@ def serve(
     _log_to_stderr()
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
                                 allow_shell=allow_shell, redis=redis)
+    if options.redis:
+        try:
+            require("redis")
+        except SilicaError as exc:
+            fail(str(exc))
     if token and len(token) < SHORT:
         warn(f"the token is short; anyone who guesses it can run your tools (use {SHORT} or "
              "more random characters)")

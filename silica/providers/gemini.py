@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from silica.blocks import ImageBlock, TextBlock, ToolCall
+from silica.extras import require
 from silica.providers.base import (
     ProviderError,
     Reply,
@@ -340,6 +341,7 @@ class GeminiProvider(BundledProvider, ReplyBounds):
     sdk = ("google.genai",)
 
     def __init__(self, settings) -> None:
+        require("gemini")  # the google-genai SDK is the 'gemini' extra
         super().__init__(settings)
         self.retry_delay = 1.0
         self.signatures: OrderedDict[str, bytes] = OrderedDict()  # by call id
