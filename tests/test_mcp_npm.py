@@ -2,8 +2,9 @@
 ``@modelcontextprotocol/server-memory`` and ``@modelcontextprotocol/server-everything``,
 run by ``node`` and called through ``Toolbox`` as the agent calls them.
 
-They are installed once per session (``npm install --no-save`` into a temporary folder; the
-npm cache makes later runs quick). node and npm are required (``.ci/run`` installs them):
+They are installed once per session at the versions pinned in ``tests/npm`` (its
+package.json and package-lock.json, ``npm ci`` into a temporary folder; the npm cache makes
+later runs quick). node and npm are required (``.ci/run`` installs them):
 these tests fail without them, they never skip. Every await is bounded; no time is asserted.
 """
 
@@ -26,7 +27,7 @@ from silica.config import McpServerSettings, McpSettings, Settings
 from silica.tools.model import ToolStatus
 from silica.tools.toolbox import Toolbox
 
-PACKAGES = ("@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-everything")
+PINNED = Path(__file__).with_name("npm")  # the servers' exact versions, and a lock file
 AWAIT_TIMEOUT = 120.0  # node's first start of a server, and its handshake, on a slow machine
 # Tools every recent server-everything has (its names use dashes since 2025).
 EVERYTHING_TOOLS = {"echo", "get-sum", "get-tiny-image", "get-structured-content",
@@ -42,10 +43,11 @@ def npm_servers(tmp_path_factory) -> Path:
         pytest.fail(f"{' and '.join(missing)} not on PATH; .ci/run installs them "
                     "(apt-get install nodejs npm)")
     prefix = tmp_path_factory.mktemp("npm")
-    proc = subprocess.run(["npm", "install", "--no-save", "--no-audit", "--no-fund",
-                           "--prefix", str(prefix), *PACKAGES],
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(PINNED / name, prefix / name)
+    proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(prefix)],
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"npm install failed:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"npm ci failed:\n{proc.stderr[-3000:]}"
     return prefix / "node_modules" / "@modelcontextprotocol"
 
 
