@@ -35,7 +35,7 @@ hookimpl = pluggy.HookimplMarker("silica")
 
 
 @hookspec
-def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder]:
+def silica_tool_folders(cwd: Path, home: Path) -> list[ToolFolder] | None:
     """Return folders that hold tool files, seen from working directory ``cwd``.
 
     Called by discovery once per scan. ``home`` is the silica home (``$SILICA_HOME``).

@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 from silica.config import McpServerSettings
 from silica.errors import SilicaError
@@ -44,7 +44,7 @@ class StderrTail:
 
     def __init__(self, keep: int = STDERR_KEEP) -> None:
         read_fd, write_fd = os.pipe()  # neither end is inherited but by the server's stderr
-        self.writer: IO[str] = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         self._keep = keep
         self._kept = bytearray()
         self._lock = threading.Lock()
@@ -95,7 +95,7 @@ def expand_headers(name: str, headers: Mapping[str, str],
     return done
 
 
-def transport(name: str, server: McpServerSettings, stderr: IO[str] | None,
+def transport(name: str, server: McpServerSettings, stderr: TextIO | None,
               start: ServerStart | None = None, sandbox: SandboxPolicy | None = None):
     """The SDK transport (an async context manager of the two streams) for ``server``; a
     stdio server runs ``start.command`` in ``start.cwd`` (``silica.security.server_start``
@@ -109,7 +109,7 @@ def transport(name: str, server: McpServerSettings, stderr: IO[str] | None,
 
 
 @contextlib.asynccontextmanager
-async def _stdio(name: str, server: McpServerSettings, stderr: IO[str] | None,
+async def _stdio(name: str, server: McpServerSettings, stderr: TextIO | None,
                  start: ServerStart, sandbox: SandboxPolicy | None) -> AsyncIterator[Any]:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client

@@ -78,7 +78,7 @@ FolderState = tuple[tuple[str, tuple[tuple[str, int, int], ...] | None], ...]
 def folder_state(folders: list[Path]) -> FolderState:
     """What the watcher compares: for each folder, its ``*.py`` files by name, size and mtime
     (``None`` for a folder that is missing or unreadable). Only ``stat`` calls."""
-    state = []
+    state: list[tuple[str, tuple[tuple[str, int, int], ...] | None]] = []
     for folder in folders:
         try:
             with os.scandir(folder) as entries:
@@ -182,7 +182,7 @@ class ProgressReporter:
 def call_result(result: ToolResult) -> types.CallToolResult:
     """A silica ``ToolResult`` as MCP content: text for text, image for image, in order; a
     block's ``audience`` becomes its ``annotations.audience``."""
-    content: list[types.TextContent | types.ImageContent] = []
+    content: list[types.ContentBlock] = []
     for block in result.blocks:
         # the host decides what its model and its user see, as MCP intends
         annotations = types.Annotations(audience=list(block.audience)) if block.audience \
@@ -402,7 +402,7 @@ async def serve_http(toolbox: Toolbox, host: str, port: int, token: str | None =
     import uvicorn
 
     tools = ToolServer(toolbox)
-    app = tools.server.streamable_http_app(host=host)
+    app: Any = tools.server.streamable_http_app(host=host)  # an ASGI app
     if token:
         app = BearerGuard(app, token)
     try:

@@ -66,7 +66,8 @@ def extract(archive: Path, dest: Path, label: str | None = None) -> None:
     try:
         if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
             with zipfile.ZipFile(archive) as zf:
-                members = [_zip_member(zf, info) for info in zf.infolist()]
+                members: Iterable[_Member | None] = [_zip_member(zf, info)
+                                                     for info in zf.infolist()]
                 _unpack(members, dest, lambda m: zf.open(m.source))
             return
         with tarfile.open(archive, "r:*") as tar:

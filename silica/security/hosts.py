@@ -60,9 +60,10 @@ def canonical_host(host: str) -> str | None:
     if host.endswith("."):
         host = host[:-1]
     if not host.isascii():
-        host = _to_ascii(host)
-        if host is None:
+        ascii_host = _to_ascii(host)
+        if ascii_host is None:
             return None
+        host = ascii_host
     host = host.lower()
     try:
         return str(ipaddress.IPv4Address(host))

@@ -319,7 +319,7 @@ async def _first_to_connect(addresses: list[str], port: int) -> tuple[asyncio.St
     when the last fails or after ``STAGGER`` seconds while it is still pending (the
     others are then given up). The last failure when none connects."""
     pending: set[asyncio.Task[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = set()
-    failure = OSError("the name has no address")
+    failure: BaseException = OSError("the name has no address")
     left = iter(addresses)
     try:
         while True:

@@ -425,7 +425,8 @@ def _stage_matches(command: Stage, pattern: Stage) -> bool:
             return False
         if (ours.target is None) != (theirs.target is None):
             return False
-        if ours.target is not None and not _word_matches(ours.target, theirs.target):
+        if (ours.target is not None and theirs.target is not None
+                and not _word_matches(ours.target, theirs.target)):
             return False
     return _words_match(command.words, pattern.words)
 

@@ -29,7 +29,7 @@ with them, the harmless devices (``/dev/null``...) stay writable. A path that is
 or a rule the kernel refuses, allows nothing. The forwarder is a child of ARGV's process.
 """
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # signal's C core has no stub; the child imports no more
 import errno
 import posix
 import sys
@@ -225,7 +225,9 @@ def _json_object(text: str) -> dict:
     try:
         import _json
 
-        value, end = _json.make_scanner(_JSONContext())(text.strip(), 0)
+        # the stub names the scanner class as make_scanner's argument; any context object works
+        scanner = _json.make_scanner(_JSONContext())  # type: ignore[arg-type]
+        value, end = scanner(text.strip(), 0)
         good = end == len(text.strip())
     except (ImportError, StopIteration, SystemError, ValueError, RecursionError):
         good = False
@@ -264,15 +266,16 @@ def _libc(name: str):
                 _restype_ = CLong
 
             class Process:
-                _handle = c.dlopen(None, 0)
+                _handle = c.dlopen(None, 0)  # type: ignore[arg-type]  # None: the process itself
 
-            _LIBC[name] = CFunction((name, Process())), CLong, c
+            # any object with a _handle stands for the library (the stub asks for a CDLL)
+            _LIBC[name] = CFunction((name, Process())), CLong, c  # type: ignore[arg-type]
         except (ImportError, OSError, AttributeError, TypeError):
-            import ctypes as c
+            import ctypes
 
-            function = getattr(c.CDLL(None, use_errno=True), name)
-            function.restype = c.c_long
-            _LIBC[name] = function, c.c_long, c
+            function = getattr(ctypes.CDLL(None, use_errno=True), name)
+            function.restype = ctypes.c_long
+            _LIBC[name] = function, ctypes.c_long, ctypes
     return _LIBC[name]
 
 
@@ -576,7 +579,7 @@ def _json_value(value) -> str:
 def _probe_landlock() -> int:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     abi = _call("syscall", _LL_CREATE, 0, 0, _LL_VERSION)[0]
-    policy = {**_DEFAULTS, "read": [], "write": [], "network": "all"}
+    policy: dict[str, object] = {**_DEFAULTS, "read": [], "write": [], "network": "all"}
     return abi if abi > 0 and landlock(policy) is None else 0
 
 
@@ -610,7 +613,7 @@ def _exec(argv: list[str], env: dict) -> None:
     else:
         path = env.get(b"PATH", b"/bin:/usr/bin").decode(errors="surrogateescape")
         candidates = [f"{folder or '.'}/{name}" for folder in path.split(":")]
-    first = None
+    first: OSError | None = None
     for candidate in candidates:
         try:
             posix.execve(candidate, argv, env)
@@ -618,7 +621,8 @@ def _exec(argv: list[str], env: dict) -> None:
             # as execvp: a missing file tries the next folder; another error is remembered
             if first is None or first.errno in (errno.ENOENT, errno.ENOTDIR):
                 first = exc
-    posix.write(2, f"could not start {name}: {first.strerror or first}\n".encode())
+    reason = (first.strerror or first) if first else "no such file"
+    posix.write(2, f"could not start {name}: {reason}\n".encode())
     posix._exit(_EXIT_SPAWN_FAILED)
 
 

@@ -72,6 +72,8 @@ def _key(path: Path, block: str | None) -> str:
 
 def _cached(cache: SpecCache | None, key: str) -> ScriptPython | None:
     entry = cache.get(key) if cache else None
+    if entry is None:
+        return None
     try:
         found = ScriptPython(python=entry["python"], env_dir=entry.get("env_dir"))
     except (KeyError, TypeError, AttributeError):

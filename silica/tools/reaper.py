@@ -24,7 +24,7 @@ Only builtin modules are imported on the common path (plus ctypes' C core, for p
 that it starts about as fast as ``python -I -S -c pass``.
 """
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # signal's C core has no stub; the child imports no more
 import posix
 import sys
 import time

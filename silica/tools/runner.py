@@ -102,10 +102,10 @@ async def _collect(proc: asyncio.subprocess.Process, reaper: bool, timeout: floa
     """Read the process's output until it exits, times out or floods; then stop everything
     it started."""
     out = _HeadBuffer(stdout_cap)
-    err: _TailBuffer | _LineTee = _TailBuffer(stderr_cap)
-    if on_stderr_line is not None:
-        err = _LineTee(err, on_stderr_line)
+    tail = _TailBuffer(stderr_cap)
+    err = tail if on_stderr_line is None else _LineTee(tail, on_stderr_line)
     capped = asyncio.Event()
+    assert proc.stdout is not None and proc.stderr is not None  # started with both piped
     readers = [
         asyncio.create_task(_pump(proc.stdout, out, capped)),
         asyncio.create_task(_pump(proc.stderr, err, None)),

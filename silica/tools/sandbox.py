@@ -337,14 +337,14 @@ def _bwrap(c: Confinement, bwrap: str, cwd: Path, call_dir: Path) -> list[str]:
     roots = [r for r in ((c.workspace,) if c.workspace else ()) + c.writable]
     pinned: set[Path] = set()
     for path in c.protected:
-        root = next((r for r in roots if r == path or r in path.parents), None)
-        if root is None or not path.exists() or _beneath(path, masked):
+        owner = next((r for r in roots if r == path or r in path.parents), None)
+        if owner is None or not path.exists() or _beneath(path, masked):
             continue  # a hidden path is no more writable than it is readable: left hidden
         mounts.append((path, ["--ro-bind", str(path), str(path)]))
         # Each folder between the root and the path is bound onto itself: a mount point
         # cannot be renamed or removed, so ``.git`` cannot be moved aside for a new one.
         for folder in path.parents:
-            if folder == root or root not in folder.parents:
+            if folder == owner or owner not in folder.parents:
                 break
             if folder not in pinned and folder.is_dir() and not folder.is_symlink() \
                     and not _beneath(folder, masked):

@@ -56,16 +56,16 @@ def allowed_by(command: str, patterns: list[str]) -> str | None:
     and here-documents; a ``$(...)``, backquote, arithmetic or ``${...}`` expansion only where
     the pattern has the same text. A command the parser cannot vouch for (compound
     commands, bash-only syntax, unparseable text) matches nothing but ``"*"``."""
-    from silica.security.shell_syntax import matches, parse, parse_pattern
+    from silica.security.shell_syntax import CommandLine, matches, parse, parse_pattern
 
     line = command.strip()
-    unread = object()
-    parsed = unread
+    parsed: CommandLine | None = None
+    read = False  # the command is parsed once, and only if a pattern needs it
     for pattern in patterns:
         if pattern == EVERYTHING or (line and pattern.strip() == line):
             return pattern
-        if parsed is unread:
-            parsed = parse(line)
+        if not read:
+            parsed, read = parse(line), True
         shape = parse_pattern(pattern.strip())
         if parsed is not None and shape is not None and matches(parsed, shape):
             return pattern
