@@ -7,6 +7,8 @@ missing one is one ``SilicaError`` naming the install command, never an ``Import
 from __future__ import annotations
 
 import importlib.util
+import sys
+from importlib.machinery import PathFinder
 
 from silica.errors import SilicaError
 
@@ -24,9 +26,19 @@ class MissingExtra(SilicaError):
 
 
 def installed(module: str) -> bool:
-    """Whether ``module`` (dotted) can be imported, without importing it."""
+    """Whether ``module`` (dotted) can be imported, without importing it or its parents (a
+    parent package's ``__init__`` can be slow, and the feature may never be used)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None  # None: blocked, as imports take it
+    parent, _, _ = module.rpartition(".")
     try:
-        return importlib.util.find_spec(module) is not None
+        if not parent or parent in sys.modules:
+            return importlib.util.find_spec(module) is not None
+        if not installed(parent):
+            return False
+        spec = importlib.util.find_spec(parent)
+        places = spec.submodule_search_locations if spec else None
+        return places is not None and PathFinder.find_spec(module, list(places)) is not None
     except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
         return False
 
