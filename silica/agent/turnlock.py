@@ -20,11 +20,9 @@ is never removed while a turn may hold it (removing it would let two holders in)
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import time
 from pathlib import Path
 
+from silica import locks
 from silica.agent.sessions import session_path
 from silica.errors import SilicaError
 
@@ -65,25 +63,16 @@ class TurnLock:
         if self._depth:
             self._depth += 1
             return
-        for _ in range(3):  # the file may be replaced between open and flock (a delete)
-            fd = self._open()
-            if fd is None:
-                break
-            try:
-                locked = _flock(fd)
-            except OSError:
-                os.close(fd)
-                break
-            if not locked:
-                os.close(fd)
-                raise SessionBusy(busy_message(self.session_id))
-            if _same_file(fd, self.path):
-                self._fd, self._depth = fd, 1
-                return
-            os.close(fd)  # locked a file that was removed meanwhile: lock the new one
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # a ``busy`` probe holds the lock for microseconds: a refusal is tried twice more
+            fd = locks.acquire(self.path, wait=False, pauses=(0.002, 0.005))
+        except OSError:
+            fd = None  # no lock can be had here: the turn goes on unlocked
         else:
-            raise SessionBusy(busy_message(self.session_id))
-        self._fd, self._depth = None, 1
+            if fd is None:
+                raise SessionBusy(busy_message(self.session_id))
+        self._fd, self._depth = fd, 1
 
     def release(self) -> None:
         """Give the lock back (the last release unlocks); nothing if not held."""
@@ -92,9 +81,7 @@ class TurnLock:
         self._depth -= 1
         if self._depth == 0 and self._fd is not None:
             fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            locks.release(fd)
 
     def remove_lock_file(self) -> None:
         """Remove the lock file while holding it (the session is being deleted). A process
@@ -111,48 +98,8 @@ class TurnLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _open(self) -> int | None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
-            return None
-
 
 def busy(session_id: str, home: Path | None = None) -> bool:
     """Whether a turn of the session runs now, in any process (this one included). Creates
     nothing: a session without a lock file has never been locked, so it is not busy."""
-    path = lock_path(session_id, home)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the probe's lock
-    return False
-
-
-def _flock(fd: int) -> bool:
-    """Lock ``fd`` without waiting for a holder; a ``busy`` probe holds the lock for a few
-    microseconds, so a refusal is tried again twice, a few milliseconds apart."""
-    for pause in (0.002, 0.005, None):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if pause is None:
-                return False
-            time.sleep(pause)
-    return False
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        mine, there = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+    return locks.is_locked(lock_path(session_id, home))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from silica import locks
 
 FLOCK_NAME = ".silica-packs.flock"
 
@@ -66,36 +67,17 @@ def exclusive(packs: Path, *, create: bool = True,
 
 
 def _acquire(packs: Path, create: bool, waiting: Callable[[], None] | None) -> int | None:
-    path = packs / FLOCK_NAME
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            return locks.acquire(packs / FLOCK_NAME, mode=0o644, waiting=waiting)
         except FileNotFoundError:
             if not create:
                 return None
             packs.mkdir(parents=True, exist_ok=True)  # a failed first install took it away
-            continue
         except OSError as exc:
             if not create and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 return None  # a folder this user may only read: nobody here can change it
             raise
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if waiting:
-                    waiting()
-                    waiting = None
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            # The holder we waited for may have removed the file: lock the one there now.
-            with contextlib.suppress(FileNotFoundError):
-                now, mine = os.stat(path), os.fstat(fd)
-                if (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
-                    return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
 
 
 def _remove_if_empty(packs: Path, made: Path) -> None:

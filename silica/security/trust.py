@@ -14,7 +14,6 @@ file trusts nothing, and saying so is the caller's job (``TrustStore.problem``).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from silica import locks
 from silica.errors import SilicaError
 from silica.fsutil import write_atomic
 from silica.paths import project_root
@@ -138,19 +138,18 @@ class TrustStore:
         lock_path = self.file.with_name(self.file.name + ".lock")
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = locks.wait_for(lock_path)
         except OSError as exc:
             raise TrustError(f"cannot write {lock_path}: {exc.strerror or exc}; "
                              "check that the silica home is writable") from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             self._entries, self.problem = None, ""
             self.entries()
             if self.problem:
                 raise TrustError(self.problem)
             yield
         finally:
-            os.close(fd)
+            os.close(fd)  # releases the lock
 
     def _save(self, entries: list[TrustedPath]) -> None:
         data = {"format": TRUST_FORMAT,
