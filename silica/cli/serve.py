@@ -87,10 +87,7 @@ def serve(
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
                                 allow_shell=allow_shell, redis=redis)
     if options.redis:
-        try:
-            require("redis")
-        except SilicaError as exc:
-            fail(str(exc))
+        require("redis")
     if token and len(token) < SHORT:
         warn(f"the token is short; anyone who guesses it can run your tools (use {SHORT} or "
              "more random characters)")
