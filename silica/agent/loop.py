@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +66,7 @@ DEFAULT_SYSTEM = (
     "You are a helpful assistant with tools. Use them when they help; when a tool returns "
     "an image, look at it before you answer."
 )
+Approve = Callable[[str], Awaitable[bool | str]]
 INTERRUPTED = "[interrupted by the user before this tool call finished]"
 
 
@@ -181,6 +182,79 @@ class Agent:
     def info(self) -> ModelInfo:
         return self.provider.model_info(self.model)
 
+    # -- the session's surroundings: workspace, approval, events, turn ----------------------
+
+    @property
+    def workspace(self) -> Path:
+        """The folder the session's tools run in (and their ``SILICA_WORKDIR``)."""
+        return self.toolbox.cwd
+
+    def set_workspace(self, folder: Path) -> None:
+        """Run the session's tools in ``folder`` from now on; the approval callback stays.
+        Tools are found again there at the next turn."""
+        folder = Path(folder).resolve()
+        if self.toolbox.cwd == folder:
+            return
+        approve = self.toolbox.approve
+        self.toolbox = Toolbox(cwd=folder, settings=self.settings,
+                               image_limits=self.info.limits)
+        self.toolbox.approve = approve
+
+    @property
+    def approve(self) -> Approve | None:
+        """Who approves a built-in's command (the shell tool): an async callable given the
+        command, answering True, False or a reason to refuse; None: nobody is asked."""
+        return self.toolbox.approve
+
+    @approve.setter
+    def approve(self, approve: Approve | None) -> None:
+        self.toolbox.approve = approve
+
+    def listen(self, events: AgentEvents) -> None:
+        """Send the loop's events (text, tool calls and results) to ``events`` from now on."""
+        self.events = events
+
+    def on(self, event: str, callback: Callable[..., None] | None) -> None:
+        """Set one callback of ``AgentEvents`` by its short name (``"text"`` for
+        ``on_text``); None stops it."""
+        name = f"on_{event}"
+        if name not in AgentEvents.__dataclass_fields__:
+            raise ValueError(f"no event {event!r}: one of "
+                             + ", ".join(f[3:] for f in AgentEvents.__dataclass_fields__))
+        setattr(self.events, name, callback)
+
+    @property
+    def new_session(self) -> bool:
+        """Whether this agent started the session (``start``), rather than resumed it."""
+        return self.started_here
+
+    def keep(self) -> None:
+        """Keep the session even if the model never answers (``forget_if_unanswered`` leaves
+        it): a session saved on purpose, e.g. one a server made for a person to use."""
+        self.started_here = False
+
+    def claim_turn(self) -> None:
+        """Hold the session's turn lock until ``release_turn`` (``SessionBusy`` if a turn of
+        the session runs elsewhere); ``send`` inside still works (the lock is reentrant)."""
+        self._lock().acquire()
+
+    def release_turn(self) -> None:
+        self._lock().release()
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[Agent]:
+        """``with agent.turn():`` owns the session's turn from here to the block's end."""
+        self.claim_turn()
+        try:
+            yield self
+        finally:
+            self.release_turn()
+
+    def _lock(self) -> TurnLock:
+        if self.turn_lock is None:
+            self.turn_lock = TurnLock(self.conversation.id, self.home)
+        return self.turn_lock
+
     # -- the loop -----------------------------------------------------------------------
 
     async def send(self, text: str,
@@ -203,9 +277,7 @@ class Agent:
         if not self._warmed:  # the SDK is imported in a thread while the tools are found
             self._warmed = True
             warm_up(self.provider)
-        if self.turn_lock is None:
-            self.turn_lock = TurnLock(self.conversation.id, self.home)
-        with self.turn_lock:
+        with self._lock():
             self.catch_up()
             return await self._send(text, images)
 

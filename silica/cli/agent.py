@@ -267,7 +267,8 @@ def ask(
     agent, view = _start(_settings(max_turns, allow_shell), agent=agent_, provider=provider,
                          model=model)
     if json_:  # stdout holds the JSON alone
-        agent.events.on_text, view.inline = None, False
+        agent.on("text", None)
+        view.inline = False
     with _session_loop() as runner:
         ok = _run_turn(runner, agent, view, prompt, image or [])
     session = agent.conversation.id
@@ -315,7 +316,7 @@ def chat(
     agent, view = _start(_settings(max_turns, allow_shell), resume, agent_, provider, model)
     from silica.tools.shell import SessionApproval
 
-    agent.toolbox.approve = SessionApproval(_ask_to_run)  # "always" lasts this session
+    agent.approve = SessionApproval(_ask_to_run)  # "always" lasts this session
     profile = f", agent {agent.conversation.agent}" if agent.conversation.agent else ""
     say(f"silica chat: {agent.provider.name} {agent.model}{profile}, session "
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,

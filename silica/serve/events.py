@@ -1,7 +1,7 @@
 """A turn's ``AgentEvents`` as bus events, in order.
 
     pump = Pump(bus, session_id)                   # one per session
-    agent.events = agent_events(pump, bus, session_id, turn_id)
+    agent.listen(agent_events(pump, bus, session_id, turn_id))
 
 ``text_delta`` ``{turn_id, text}``, ``tool_call`` ``{turn_id, call_id, name, input}``,
 ``tool_result`` ``{turn_id, call_id, name, is_error, text, images: [{image_id, mime, width,

@@ -134,7 +134,7 @@ class TurnRunner:
         session_id = made.conversation.id
         if workspace is not None:
             write_workspace(session_id, self.home, folder)
-        made.started_here = False  # saved on purpose: never forgotten as unanswered
+        made.keep()  # saved on purpose: never forgotten as unanswered
         self._slot(session_id).agent = made
         return session_id
 
@@ -170,8 +170,7 @@ class TurnRunner:
         agent: Agent | None = None
         try:
             agent = self._agent(session_id, slot)
-            assert agent.turn_lock is not None
-            agent.turn_lock.acquire()
+            agent.claim_turn()
         except SessionBusy:
             slot.claimed = False
             raise turn_running(session_id) from None
@@ -198,7 +197,7 @@ class TurnRunner:
                 "images": [image_item(ref, session_id, name=ref.alt) for ref in refs]})
             await slot.pump.drain()
         except BaseException:
-            agent.turn_lock.release()
+            agent.release_turn()
             slot.claimed, slot.turn = False, None
             raise
         turn.task = asyncio.get_running_loop().create_task(
@@ -227,7 +226,7 @@ class TurnRunner:
 
     async def _run(self, slot: Slot, turn: Turn, agent: Agent, text: str,
                    refs: list[ImageRefBlock]) -> None:
-        agent.events = agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id)
+        agent.listen(agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id))
         failure: ApiError | None = None
         reply_text, stop_reason = "", "error"
         cancelled = False
@@ -242,8 +241,7 @@ class TurnRunner:
         except Exception as exc:  # every failure is an event; the session stays usable
             failure = _failure(exc)
         finally:
-            assert agent.turn_lock is not None
-            agent.turn_lock.release()
+            agent.release_turn()
             slot.claimed, slot.turn = False, None
         usage = agent.usage.model_dump()
         if failure is not None:
@@ -296,13 +294,7 @@ class TurnRunner:
 
     def _use_workspace(self, agent: Agent, folder: Path) -> None:
         """Run the session's tools in ``folder`` from now on (kept with the session)."""
-        from silica.tools.toolbox import Toolbox
-
-        if agent.toolbox.cwd != folder:
-            approve = agent.toolbox.approve
-            agent.toolbox = Toolbox(cwd=folder, settings=agent.settings,
-                                    image_limits=agent.info.limits)
-            agent.toolbox.approve = approve
+        agent.set_workspace(folder)
         write_workspace(agent.conversation.id, self.home, folder)
 
 
