@@ -65,7 +65,12 @@ def serve(
     """
     from silica.config import load_settings
     from silica.extras import require
-    from silica.serve.options import ServeOptions, is_loopback
+    from silica.serve.options import (
+        ExposedWithoutToken,
+        ServeOptions,
+        check_exposure,
+        is_loopback,
+    )
 
     require("serve")
     settings = load_settings()
@@ -76,7 +81,9 @@ def serve(
     port = settings.serve.port if port is None else port
     if not 0 <= port <= 65535:
         fail(f"--port must be 0-65535, not {port}", 2)
-    if not is_loopback(host) and not token:
+    try:
+        check_exposure(is_loopback(host), token)
+    except ExposedWithoutToken:
         fail(f"--host {host} is reachable from other machines, and anyone who reaches silica "
              "serve can run your tools: leave out --no-token (a random token is made), give "
              f"one with --token-file or ${TOKEN_VAR}, or serve on 127.0.0.1", 2)

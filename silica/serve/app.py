@@ -45,7 +45,7 @@ from silica.serve.auth import Guard
 from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
-from silica.serve.options import ServeOptions
+from silica.serve.options import ServeOptions, check_exposure
 from silica.serve.sio import make_sio
 from silica.serve.sse import event_stream
 from silica.serve.turns import TurnRunner
@@ -80,6 +80,7 @@ class ServeApp:
     connections to close)."""
 
     def __init__(self, options: ServeOptions) -> None:
+        check_exposure(options.loopback, options.token)  # before anything starts
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)

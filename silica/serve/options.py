@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from silica.config import Settings
+from silica.errors import SilicaError
 from silica.paths import silica_home
 
 LOOPBACK_NAMES = ("localhost",)
@@ -21,6 +22,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class ExposedWithoutToken(SilicaError):
+    """A daemon reachable from other machines with no token: anyone could run the tools."""
+
+
+def check_exposure(loopback: bool, token: str | None) -> None:
+    """The rule every daemon keeps, however it is started: one that listens on an address
+    other machines reach needs a token. ``ExposedWithoutToken`` otherwise."""
+    if not loopback and not token:
+        raise ExposedWithoutToken(
+            "silica serve on an address other machines reach needs a token: anyone who "
+            "reaches it can run your tools; give a token, or serve on 127.0.0.1")
 
 
 @dataclass(frozen=True)
