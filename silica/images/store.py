@@ -98,6 +98,36 @@ def extension(media_type: str) -> str:
     return EXTENSIONS.get(media_type, "img")
 
 
+STORED_TYPES = (*EXTENSIONS, "application/octet-stream")
+"""The media types a stored file may have, one per extension (``img``: any other type)."""
+
+
+def image_file(root: Path, session: str, image_id: str, media_type: str) -> Path:
+    """The store's one layout: ``<root>/<session>/<sha256>.<ext>`` (``StoreError`` for a
+    session or id that is not one); whether or not the file exists."""
+    return (Path(root) / check_session(session)
+            / f"{check_id(image_id)}.{extension(media_type)}")
+
+
+def find_image(root: Path, session: str, image_id: str) -> tuple[Path, str] | None:
+    """The stored file of ``image_id`` in ``session`` and its media type, or None (a link or
+    a folder in its place is not an image)."""
+    for media_type in STORED_TYPES:
+        path = image_file(root, session, image_id, media_type)
+        if path.is_file() and not path.is_symlink():
+            return path, media_type
+    return None
+
+
+def image_files(root: Path, session: str) -> list[Path]:
+    """The image files ``session`` holds (none if its folder is missing or unreadable)."""
+    try:
+        return [p for p in (Path(root) / check_session(session)).iterdir()
+                if not p.name.startswith(".") and p.is_file() and not p.is_symlink()]
+    except OSError:  # no folder yet, or one that cannot be read: nothing counted
+        return []
+
+
 class ImageStore:
     """Images of one session, kept on disk by content hash.
 
@@ -119,7 +149,7 @@ class ImageStore:
 
     def path(self, ref: ImageRef) -> Path:
         """Where ``ref``'s bytes live (whether or not the file exists)."""
-        return self.folder / f"{check_id(ref.id)}.{extension(ref.media_type)}"
+        return image_file(self.root, self.session, ref.id, ref.media_type)
 
     def used_bytes(self) -> int:
         """Bytes of images this session holds on disk."""
@@ -128,11 +158,7 @@ class ImageStore:
         return self._used
 
     def _image_files(self) -> list[Path]:
-        try:
-            return [p for p in self.folder.iterdir()
-                    if not p.name.startswith(".") and p.is_file() and not p.is_symlink()]
-        except OSError:  # no folder yet, or one that cannot be read: nothing counted
-            return []
+        return image_files(self.root, self.session)
 
     # -- writing --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -39,7 +40,7 @@ from starlette.routing import Route
 
 from silica.agent.sessions import SessionError, list_sessions, load_session, session_path
 from silica.errors import SilicaError
-from silica.images.store import EXTENSIONS, ID_PATTERN
+from silica.images.store import ID_PATTERN, find_image
 from silica.serve import history as views
 from silica.serve.auth import Guard
 from silica.serve.bodies import json_object
@@ -56,7 +57,6 @@ STATIC = Path(__file__).parent / "static"
 MAX_JSON = 64 * 1024  # bytes of a POST /sessions body
 IMMUTABLE = "public, max-age=31536000, immutable"
 _STATIC_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,100}$")
-_MIME = {ext: mime for mime, ext in EXTENSIONS.items()} | {"img": "application/octet-stream"}
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
           ".ico": "image/x-icon", ".json": "application/json", ".txt": "text/plain"}
@@ -128,6 +128,13 @@ class ServeApp:
             if self.sio.eio.sockets:
                 await self.sio.eio.disconnect()
             await self.sio.shutdown()
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:  # removed since it was found
+        return None
 
 
 def create_app(options: ServeOptions) -> ServeApp:
@@ -234,15 +241,10 @@ class Routes:
         if not ID_PATTERN.fullmatch(image_id):
             raise ApiError(400, "invalid_image_id", "an image id is 64 lowercase hex digits "
                            "(the sha256 of the image), as in the image URLs of the history")
-        folder = self.home / "images" / sid
-        for ext, mime in _MIME.items():
-            path = folder / f"{image_id}.{ext}"
-            try:
-                stat = path.lstat()
-            except OSError:
-                continue
-            if not path.is_file() or path.is_symlink():
-                continue
+        found = find_image(self.home / "images", sid, image_id)
+        stat = _lstat(found[0]) if found is not None else None
+        if found is not None and stat is not None:
+            path, mime = found
             etag = f'"{image_id}"'
             headers = {"ETag": etag, "Cache-Control": IMMUTABLE,
                        "X-Content-Type-Options": "nosniff",

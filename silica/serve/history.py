@@ -15,7 +15,6 @@ provider failed, the turn limit was reached).
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from silica.agent.conversation import Conversation, ToolResultBlock
 from silica.agent.sessions import SessionInfo, title
 from silica.blocks import ImageRefBlock, TextBlock, ToolCall, for_user
+from silica.images.store import StoreError, image_files
 
 
 def image_url(session_id: str, image_id: str) -> str:
@@ -103,12 +103,10 @@ def summary(info: SessionInfo, *, images: int, running: bool) -> dict:
 
 
 def count_images(home: Path, session_id: str) -> int:
-    """Images the session's store holds (files in ``<home>/images/<id>/``)."""
+    """Images the session's store holds (``silica.images.store.image_files``)."""
     try:
-        with os.scandir(home / "images" / session_id) as entries:
-            return sum(1 for e in entries
-                       if not e.name.startswith(".") and e.is_file(follow_symlinks=False))
-    except OSError:
+        return len(image_files(home / "images", session_id))
+    except StoreError:  # not a session name: it holds none
         return 0
 
 

@@ -40,7 +40,7 @@ from silica.agent.sessions import SessionError, delete_session, session_path
 from silica.agent.turnlock import SessionBusy, TurnLock, busy
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
-from silica.images.store import StoreError, extension
+from silica.images.store import StoreError, image_file
 from silica.providers.base import ProviderError
 from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
@@ -313,8 +313,8 @@ def _store_images(agent: Agent, images: list[ImageBlock]) -> list[ImageRefBlock]
     refs: list[ImageRefBlock] = []
     try:
         for image in images:
-            target = store.folder / (f"{hashlib.sha256(image.data).hexdigest()}."
-                                     f"{extension(image.media_type)}")
+            target = image_file(store.root, store.session,
+                                hashlib.sha256(image.data).hexdigest(), image.media_type)
             existed = target.exists()
             kept = store.put(image, alt=image.source)
             if isinstance(kept, TextBlock):
