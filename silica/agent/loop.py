@@ -308,7 +308,9 @@ class Agent:
         self.conversation.add("user", self.store.put_message(content), new_turn=True)
         self._save()
         for _ in range(self.settings.max_turns):
-            reply = await self.provider.complete(self._request(), self.events.on_text)
+            # images are re-fitted with Pillow here: off the event loop, which serves others
+            request = await asyncio.to_thread(self._request)
+            reply = await self.provider.complete(request, self.events.on_text)
             self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
             self.conversation.add("assistant", said + list(reply.tool_calls))

@@ -169,7 +169,7 @@ class TurnRunner:
         slot.claimed = True  # before the first await: a second message gets a 409
         agent: Agent | None = None
         try:
-            agent = self._agent(session_id, slot)
+            agent = await asyncio.to_thread(self._agent, session_id, slot)  # reads a file
             agent.claim_turn()
         except SessionBusy:
             slot.claimed = False
@@ -178,7 +178,7 @@ class TurnRunner:
             slot.claimed = False
             raise
         try:
-            _catch_up(agent)
+            await asyncio.to_thread(_catch_up, agent)  # may read the session file again
             incoming = await read_message(request, settings=agent.settings,
                                           limits=agent.info.limits,
                                           stored_images=count_images(self.home, session_id),
