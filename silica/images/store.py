@@ -173,12 +173,13 @@ class ImageStore:
         if len(data) > limit:
             return _not_kept(f"{_describe(block, alt)} is {_size(len(data))}, over the limit of "
                              f"{_size(limit)} per image (store.max_image_bytes)")
-        size = (block.width, block.height)
-        if not (size[0] and size[1] and size[0] > 0 and size[1] > 0):
-            measured = _measure(data)
-            if measured is None:
+        size: tuple[int, int] | None = None
+        if block.width and block.height and block.width > 0 and block.height > 0:
+            size = (block.width, block.height)
+        else:
+            size = _measure(data)
+            if size is None:
                 return _not_kept(f"{_describe(block, alt)} could not be read to find its size")
-            size = measured
         ref = ImageRef(id=hashlib.sha256(data).hexdigest(), media_type=block.media_type,
                        bytes=len(data), width=size[0], height=size[1])
         target = self.path(ref)
