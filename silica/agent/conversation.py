@@ -93,9 +93,10 @@ def answer_every_call(conversation: Conversation) -> int:
 
     def close() -> None:
         nonlocal changed
-        missing = [ToolResultBlock(call_id=c.id, name=c.name, is_error=True,
-                                   content=[TextBlock(text=NO_RESULT)])
-                   for c in calls if c.id not in answered]
+        missing: list[ContentBlock] = [
+            ToolResultBlock(call_id=c.id, name=c.name, is_error=True,
+                            content=[TextBlock(text=NO_RESULT)])
+            for c in calls if c.id not in answered]
         if not missing:
             return
         changed += len(missing)

@@ -62,7 +62,9 @@ def compact_undecodable(text: str) -> str:
     parts: list[str] = []
     done = 0
     while start >= 0:  # str.find skips short runs at C speed; a regex would try each one
-        end = _REST_OF_RUN.match(text, start).end()
+        run = _REST_OF_RUN.match(text, start)
+        assert run is not None  # the pattern matches the empty string too
+        end = run.end()
         parts += [text[done:start], f"[… {end - start:,} undecodable bytes …]"]
         done = end
         start = text.find(_RUN, done)

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import socketio
+import socketio  # type: ignore[import-untyped]  # the package ships no type hints
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware

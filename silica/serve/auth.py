@@ -53,7 +53,7 @@ def cookie_token(header: str) -> str | None:
     return morsel.value if morsel else None
 
 
-def login_token(scope: dict) -> str | None:
+def login_token(scope: Mapping[str, Any]) -> str | None:
     """The token of the start link (``GET /?token=T``); ``None`` for any other request."""
     if scope.get("path") != "/" or scope.get("method") not in ("GET", "HEAD"):
         return None

@@ -33,7 +33,8 @@ import collections
 import logging
 import resource
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -89,7 +90,7 @@ class Doorkeeper:
         """``conn`` showed the token, closed, or left HTTP (a WebSocket): not pending."""
         self.pending.pop(conn, None)
 
-    def carries_token(self, scope: dict) -> bool:
+    def carries_token(self, scope: Mapping[str, Any]) -> bool:
         """Whether the request of ``scope`` shows the token (header, cookie, or the start
         link's ``GET /?token=``); always, when the daemon has none."""
         if not self.token:
@@ -187,7 +188,8 @@ class GuardedH11Protocol(H11Protocol):
             else:  # answered, then closed: a refused client does not keep the socket
                 self.cycle.keep_alive = False
                 # uvicorn then says so (Connection: close), so no client reuses it
-                self.scope["headers"].append((b"connection", b"close"))
+                headers = cast(list[tuple[bytes, bytes]], self.scope["headers"])  # uvicorn's
+                headers.append((b"connection", b"close"))
         state = self.conn.their_state
         phase = "headers" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
         if phase != self._phase:

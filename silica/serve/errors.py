@@ -4,6 +4,7 @@ says what to do. A route raises ``ApiError``; the message intake raises ``Upload
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -26,7 +27,7 @@ def error_body(code: str, message: str, **extra: Any) -> dict:
 
 
 def error_response(status: int, code: str, message: str,
-                   headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+                   headers: Mapping[str, str] | None = None, **extra: Any) -> JSONResponse:
     return JSONResponse(error_body(code, message, **extra), status_code=status,
                         headers=headers)
 

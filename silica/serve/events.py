@@ -114,7 +114,7 @@ def image_item(image: ImageBlock | ImageRefBlock, session_id: str, *,
     else:
         item = {"image_id": image_id or hashlib.sha256(image.data).hexdigest(),
                 "mime": image.media_type, "width": image.width, "height": image.height}
-    item["url"] = image_url(session_id, item["image_id"])
+    item["url"] = image_url(session_id, str(item["image_id"]))
     if name is not None:
         item["name"] = name
     return item

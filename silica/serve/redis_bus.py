@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import redis
-import socketio
+import socketio  # type: ignore[import-untyped]  # the package ships no type hints
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff

@@ -24,8 +24,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import engineio
-import socketio
+import engineio  # type: ignore[import-untyped]  # the package ships no type hints
+import socketio  # type: ignore[import-untyped]  # the package ships no type hints
 
 from silica.agent.sessions import SessionError, session_path
 from silica.security.text import safe_text

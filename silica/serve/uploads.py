@@ -48,10 +48,10 @@ import contextlib
 import re
 import tempfile
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import pybase64
 from python_multipart.exceptions import FormParserError
@@ -66,6 +66,7 @@ from silica.serve.bodies import BodyBudget, json_object
 from silica.serve.errors import ApiError
 
 if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
     from starlette.requests import Request
 
     from silica.config import Settings
@@ -417,7 +418,7 @@ async def _read_multipart(request: Request, boundary: bytes, caps: _Caps,
     cap = caps.per_message * (caps.image_bytes + _PER_IMAGE) + 2 * MAX_TEXT_BYTES + _SLACK
     form = _Form(caps, sent)
     try:
-        parser = MultipartParser(boundary, form.callbacks())
+        parser = MultipartParser(boundary, cast("MultipartCallbacks", form.callbacks()))
         async with aclosing(_body(request, cap)) as chunks:
             async for chunk in chunks:
                 parser.write(chunk)
@@ -432,7 +433,7 @@ async def _read_multipart(request: Request, boundary: bytes, caps: _Caps,
     return form.field("message"), form.field("workspace")
 
 
-async def _body(request: Request, cap: int) -> AsyncIterator[bytes]:
+async def _body(request: Request, cap: int) -> AsyncGenerator[bytes, None]:
     """The body's chunks as they arrive; ``UploadRefused`` (413) once it passes ``cap``."""
     refused = UploadRefused(413, "body_too_large", (
         f"the body is over {cap:,} bytes, more than a message with the most and largest "
