@@ -37,6 +37,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from PIL import Image
 
@@ -217,7 +218,8 @@ def image_cost(
         extra = _coefficient_bytes(img)
     elif fmt == "TIFF":
         extra = _tiff_strip_bytes(img) + len(data)
-    python = any(getattr(t, "codec_name", "") in Image.DECODERS for t in img.tile or ())
+    tiles = getattr(img, "tile", None) or ()  # ImageFile's; the stubs give Image none
+    python = any(getattr(t, "codec_name", "") in Image.DECODERS for t in tiles)
     first = _cost(label, fmt, size, img.mode, limits, many, file_bytes=len(data),
                   decoder_bytes=extra, python_decoder=python)
     whole = (
@@ -468,8 +470,8 @@ def extrema(img: Image.Image, convert: Callable[[Image.Image], Image.Image]) -> 
     ``convert`` first (e.g. 16-bit to ``I``, which ``getextrema`` takes)."""
     low, high = math.inf, -math.inf
     for box in _bands(img):
-        band_low, band_high = convert(img.crop(box)).getextrema()
-        low, high = min(low, band_low), max(high, band_high)
+        band = cast(tuple[float, float], convert(img.crop(box)).getextrema())  # single band
+        low, high = min(low, band[0]), max(high, band[1])
     return low, high
 
 

@@ -31,6 +31,7 @@ import struct
 import zlib
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import cast
 
 from PIL import Image
 
@@ -243,7 +244,7 @@ def _exact_palette(img: Image.Image) -> Image.Image:
 
     colours = img.getcolors(PALETTE_COLOURS) or []
     swatch = Image.new(img.mode, (len(colours), 1))
-    swatch.putdata([colour for _, colour in colours])
+    swatch.putdata([cast(tuple[int, ...], colour) for _, colour in colours])  # multi-band
     table = np.unique(keys(swatch))  # sorted, for searchsorted
     out = Image.new("P", img.size)
     for box in _row_bands(img):
