@@ -151,7 +151,7 @@ def test_a_bad_user_image_is_refused_before_anything_is_sent(monkeypatch, tmp_pa
     with anthropic_server([text("never")]) as srv:
         srv.use(monkeypatch)
         agent = Agent.start(settings("anthropic"))
-        with pytest.raises(Exception, match="was refused"):
+        with pytest.raises(Exception, match="not in any image format"):
             run(agent, "look", [bad])
     assert srv.requests == []
 

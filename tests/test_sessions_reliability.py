@@ -99,7 +99,7 @@ def test_ask_with_a_bad_image_leaves_no_session(tmp_path, home):
     with anthropic_server([text("never")]) as srv:
         done = silica("ask", "look", "--image", str(bad), env={**os.environ, **srv.env})
     no_traceback(done)
-    assert done.returncode == 1 and "was refused" in done.stderr
+    assert done.returncode == 1 and "not in any image format" in done.stderr
     assert "continue:" not in done.stderr and "nothing saved" in done.stderr
     assert srv.requests == [] and saved_ids() == []
 

@@ -52,10 +52,8 @@ from silica.agent.turnlock import SessionBusy, TurnLock, busy, busy_message
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolCall, ToolResult
 from silica.config import Settings
 from silica.errors import SilicaError
-from silica.images.payload import ImagePayload
 from silica.images.store import ImageStore, check_root, cleanup
 from silica.paths import silica_home
-from silica.plugins import get_plugin_manager
 from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
 from silica.providers.clients import warm_up
 from silica.providers.registry import get_provider
@@ -384,18 +382,13 @@ class Agent:
             return Kept(content=[TextBlock(text=problem)], images=[None] * len(result.images),
                         notes=[problem.strip("[]")])
 
-    def _user_image(self, path: Path):
-        try:
-            data = path.expanduser().read_bytes()
-        except OSError as exc:
-            raise SilicaError(f"cannot read the image {path}: {exc.strerror or exc}") from exc
-        block = get_plugin_manager().hook.silica_prepare_image(
-            payload=ImagePayload(data, None, f"file {path.name}"), limits=self.info.limits)
-        if not isinstance(block, ImageBlock):  # a person's file: advice for a person
-            from silica.images.intake import ImageRefused, for_person
+    def _user_image(self, path: Path) -> ImageBlock:
+        """A person's image file, through the one intake of a person's image (the limit,
+        checks and wording of a URL or an upload: ``silica.images.intake``)."""
+        from silica.images.intake import read_image_file
 
-            raise ImageRefused(f"the image {path} was refused: {for_person(block.text)}")
-        return block.model_copy(update={"source": path.name})
+        return read_image_file(Path(path), limits=self.info.limits,
+                               max_bytes=self.settings.images.max_size_bytes)
 
     def save(self) -> Path:
         """Save the session now; ``SessionError`` (and ``saved`` false) if it cannot be."""

@@ -25,6 +25,7 @@ Library layer: no web framework here. Pillow is imported only when an image is c
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 from silica.blocks import ImageBlock, TextBlock
 from silica.errors import SilicaError
@@ -77,6 +78,33 @@ def display_name(name: str | None, fallback: str = "image") -> str:
     return shown if len(shown) <= _NAME_CHARS else shown[: _NAME_CHARS - 1] + "…"
 
 
+def check_size(size: int, label: str, max_bytes: int) -> None:
+    """``ImageRefused`` for an image of ``size`` bytes that is empty or over ``max_bytes``
+    (``[images] max_size_bytes``), however it came (a file, a URL, an upload)."""
+    if size == 0:
+        raise ImageRefused(f"{label} is empty (0 bytes); send the image file itself")
+    if size > max_bytes:
+        raise ImageRefused(
+            f"{label} is {size:,} bytes, over the limit of {max_bytes:,} bytes per image "
+            "([images] max_size_bytes); send a smaller image (a PNG screenshot scaled down, "
+            "or a JPEG)", code="image_too_large")
+
+
+def read_image_file(path: Path, *, limits: ImageLimits, max_bytes: int) -> ImageBlock:
+    """A person's image file (``ask --image FILE``), checked as an upload is: the same
+    limit (refused from its size, unread), checks and wording; ``ImageRefused`` or
+    ``SilicaError`` (unreadable) otherwise."""
+    path = path.expanduser()
+    label = f'image "{display_name(str(path))}"'
+    try:
+        check_size(path.stat().st_size, label, max_bytes)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SilicaError(f"cannot read the image {path}: {exc.strerror or exc}") from exc
+    return prepare_upload(data, name=path.name, declared=None, limits=limits,
+                          max_bytes=max_bytes, label=label)
+
+
 def prepare_upload(
     data: bytes,
     *,
@@ -97,13 +125,7 @@ def prepare_upload(
     shown = display_name(name)
     label = label or f'image "{shown}"'
     size = len(data)
-    if size == 0:
-        raise ImageRefused(f"{label} is empty (0 bytes); send the image file itself")
-    if size > max_bytes:
-        raise ImageRefused(
-            f"{label} is {size:,} bytes, over the limit of {max_bytes:,} bytes per image "
-            "([images] max_size_bytes); send a smaller image (a PNG screenshot scaled down, "
-            "or a JPEG)", code="image_too_large")
+    check_size(size, label, max_bytes)
     true_type = sniff_media_type(data)
     claimed = normalize_media_type(declared)
     if claimed in GENERIC_TYPES:
