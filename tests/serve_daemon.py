@@ -257,10 +257,13 @@ class SseReader:
         await self._stack.aclose()
 
     async def next(self, timeout: float = EVENT_TIMEOUT) -> tuple[str, Any]:
-        """The next event (comments are kept in ``comments``)."""
+        """The next event (comments are kept in ``comments``) within ``timeout`` seconds:
+        the daemon's pings do not extend the wait."""
         name, data = "message", []
+        deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            line = await asyncio.wait_for(self._lines.__anext__(), timeout)
+            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            line = await asyncio.wait_for(self._lines.__anext__(), left)
             if line.startswith(":"):
                 self.comments.append(line[1:].strip())
             elif line.startswith("event:"):

@@ -139,9 +139,10 @@ def test_clients_leaving_mid_turn_hurt_neither_the_turn_nor_the_daemon(daemon, s
                 await waiting
         # the SSE stream is closed here, mid-turn; the Socket.IO client drops too
         await sio.client.eio.disconnect(abort=True)
-        gate.write_text("go")
         async with SseReader(daemon, sid) as again:
-            # a new listener joins mid-turn and still sees the end
+            # a new listener joins mid-turn (subscribed before the tool may end, or the turn
+            # could be over before it joins) and still sees the end
+            gate.write_text("go")
             return await again.until("turn_end")
 
     late = asyncio.run(run())
