@@ -167,7 +167,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_ask_stops_the_mcp_servers_it_started(clean_env, home, project, tmp_path):
+@pytest.mark.parametrize("stray", [False, True], ids=["alone", "beside-a-stray-thread"])
+def test_ask_stops_the_mcp_servers_it_started(clean_env, home, project, tmp_path, stray):
+    """Whether silica ends normally or, beside someone else's thread that would hold the
+    interpreter's exit, at once: its MCP servers are stopped."""
     pidfile = tmp_path / "pids"
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(textwrap.dedent(f"""\
@@ -177,8 +180,17 @@ def test_ask_stops_the_mcp_servers_it_started(clean_env, home, project, tmp_path
         command = {json.dumps(sys.executable)}
         args = [{json.dumps(str(STATE_SERVER))}, "--pidfile", {json.dumps(str(pidfile))}]
         """))
+    code = textwrap.dedent(f"""\
+        import sys, threading, time
+        if {stray}:
+            threading.Thread(target=time.sleep, args=(3600,), name="stray").start()
+        sys.argv = ["silica", "ask", "count"]
+        from silica.cli import main
+        main()
+        """)
     with anthropic_server([tool_call("st__count"), text("Counted.")]) as srv:
-        done = silica("ask", "count", env={**os.environ, **srv.env}, cwd=project)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, **srv.env}, cwd=project, timeout=WAIT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("Counted.")
     [result] = [b for b in srv.requests[1]["messages"][-1]["content"]

@@ -371,18 +371,37 @@ def _next_line() -> str:
 
 def _leave(code: int) -> NoReturn:
     """End ``ask`` or ``chat`` with exit status ``code`` by ``SystemExit``: the exit
-    handlers run (MCP servers are stopped) and no thread is left to wait for (silica's are
-    daemons or joined, the session's clients closed). When silica is the program
+    handlers run (MCP servers are stopped) and no thread of silica's is left to wait for
+    (they are daemons or joined, the session's clients closed); someone else's thread left
+    running does not hold the exit (``_leave_now``). When silica is the program
     (``silica.cli.PROGRAM``), what is alive now is frozen out of the garbage collector
     first: an SDK's thousands of modules cost the interpreter's last collections about half
     a second and free nothing the process's end would not."""
     import gc
+    import threading
 
     from silica import cli
 
     if cli.PROGRAM:
         gc.freeze()
+        if any(not thread.daemon and thread is not threading.main_thread()
+               for thread in threading.enumerate()):
+            _leave_now(code)
     raise SystemExit(code)
+
+
+def _leave_now(code: int) -> NoReturn:
+    """End the process at once: a thread silica did not start (a plugin's, an SDK's) is
+    still running, and the interpreter would wait for it before the exit handlers, perhaps
+    forever. The session is saved by now; silica's own clean-up (its MCP servers) is done
+    here, and what was printed is flushed."""
+    from silica.mcp.connections import stop_all
+
+    stop_all()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
 
 
 def usage_line(usage) -> str:

@@ -458,11 +458,18 @@ def connections() -> McpConnections:
         return _MANAGER
 
 
+def stop_all(wait: float = 3.0) -> None:
+    """Close every connection now, each server given ``wait`` seconds: for a process about
+    to end without its exit handlers (on a signal, or leaving someone else's thread
+    behind)."""
+    if _MANAGER is not None:
+        _MANAGER.close(wait=wait)
+
+
 def stop_all_then_die(signum: int) -> None:
     """Close every connection quickly: the process is about to end on signal ``signum``
     (``stop_on_sigterm``'s handler calls this on SIGTERM, since atexit will not run)."""
-    if _MANAGER is not None:
-        _MANAGER.close(wait=3.0)
+    stop_all()
 
 
 def stop_on_sigterm() -> None:
