@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import script_tool, simple_spec
 from PIL import Image
 from serve_daemon import (
     SioListener,
@@ -362,6 +363,21 @@ def test_tools_work_in_the_session_workspace(http, srv, world):
               json={"message": "read it", "workspace": "inside"})
     http.post(f"/sessions/{moved}/messages?wait=true", json={"message": "again"})
     assert http.get(f"/sessions/{moved}/history").text.count("the note inside") == 2
+
+
+def test_a_tool_is_told_the_session_workspace_as_silica_workdir(http, srv, world):
+    """SILICA_WORKDIR is the session's workspace, not the folder the daemon started in."""
+    script_tool(world["home"] / "tools", "where.py", simple_spec("where"),
+                "import os\nprint('workdir=' + os.environ['SILICA_WORKDIR'])\n")
+    inside = world["started"] / "inside"
+    srv.add(tool_call("where", {}), text("ok"), tool_call("where", {}), text("ok"))
+    sid = new_session(http, workspace=str(inside))
+    http.post(f"/sessions/{sid}/messages?wait=true", json={"message": "where?"})
+    assert f"workdir={inside}" in http.get(f"/sessions/{sid}/history").text
+    other = new_session(http)  # no workspace: the folder serve started in
+    http.post(f"/sessions/{other}/messages?wait=true", json={"message": "where?"})
+    assert f"workdir={world['started']}\\n" in http.get(f"/sessions/{other}/history").text
+
 
 
 @pytest.mark.parametrize("where", ["outside", "../outside", "/", "nonexistent"])

@@ -1,7 +1,10 @@
 """What silica adds to a tool's environment (which holds no secrets: ``silica.security.env``).
 
 * ``AGENT_GRAPHICS`` tells the tool which inline-image protocols silica reads from stdout.
-* ``SILICA_WORKDIR`` is the directory silica was started in (tools run in their own folder).
+* ``SILICA_WORKDIR`` is the workspace: the folder the session's tools work in (a ``Toolbox``
+  sets it to its ``cwd``: the current folder for ``tools run``, ``ask`` and ``chat``, the
+  session's workspace under ``serve``); this plugin's default is the current folder, for a
+  caller that sets none. Tools run in their own folder.
 """
 
 import os
