@@ -41,6 +41,7 @@ from starlette.routing import Route
 from silica.agent.sessions import SessionError, list_sessions, load_session, session_path
 from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
+from silica.providers.clients import close_all
 from silica.serve import history as views
 from silica.serve.auth import Guard
 from silica.serve.bodies import json_object
@@ -114,6 +115,7 @@ class ServeApp:
         finally:
             await self.stopping()
             await self.bus.close()
+            await close_all()  # the providers' clients of this loop, with their connections
             await asyncio.to_thread(_close_mcp)
 
     async def stopping(self) -> None:
