@@ -270,14 +270,14 @@ def test_an_mcp_servers_content_keeps_its_order(home):
         ("text", "before the chart"), ("image", None), ("text", "after the chart")]
 
 
-def test_a_bad_image_file_gets_advice_for_a_person(monkeypatch, tmp_path):
+def test_a_bad_image_file_gets_advice_for_a_person(monkeypatch, tmp_path, home):
     text_file, cut = tmp_path / "notes.png", tmp_path / "cut.png"
     text_file.write_text("hello")
     cut.write_bytes(b"\x89PNG\r\n\x1a\n" + b"x" * 40)
     with anthropic_server([]) as srv:
         srv.use(monkeypatch)
         said = [silica("ask", "--image", str(f), "what is this?") for f in (text_file, cut)]
-    assert all(done.returncode == 1 for done in said)
+    assert [done.returncode for done in said] == [1, 1], [done.stderr for done in said]
     assert f'error: image "{text_file}"' in said[0].stderr
     assert "send a PNG, JPEG, GIF or WebP image" in said[0].stderr
     assert f'error: image "{cut}" was refused: ' in said[1].stderr
