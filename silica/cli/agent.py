@@ -26,7 +26,6 @@ CHAT_COMMANDS = {
 """What a chat line can be besides a message; Ctrl-C stops the turn that is running."""
 
 _COMMAND = re.compile(r"^/[A-Za-z]+$")  # "/etc/hosts?" is a message, "/hlep" a typo
-_FIRST_WORDS = re.compile(r"\S")
 
 
 AllowShell = Annotated[bool, Parameter(name="--allow-shell", negative="", help=(

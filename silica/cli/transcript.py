@@ -11,6 +11,7 @@ from typing import Any
 from rich.text import Text
 
 from silica.cli.output import err, plain
+from silica.words import counted
 
 _FIRST_WORDS = re.compile(r"\S")
 _MEANINGFUL = re.compile(r"[^\W_]")  # a letter or digit: a line worth showing
@@ -57,7 +58,7 @@ def _meaningful_line(text: str) -> str:
 
 
 def _counted(images: int, rest: str) -> str:
-    parts = [f"{images} image{'' if images == 1 else 's'}"] if images else []
+    parts = [counted(images, "image")] if images else []
     return ", ".join([*parts, rest] if rest else parts)
 
 
@@ -83,7 +84,8 @@ def replay(conversation: Any, turns: int = REPLAYED) -> None:
     numbers = sorted({m.turn for m in messages})
     shown = set(numbers[-turns:])
     if len(numbers) > len(shown):
-        err.print(f"… {len(numbers) - len(shown)} earlier turns", style="dim", markup=False)
+        err.print(f"… {counted(len(numbers) - len(shown), 'earlier turn')}", style="dim",
+                  markup=False)
     for message in messages:
         if message.turn not in shown:
             continue
