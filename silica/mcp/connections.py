@@ -466,12 +466,6 @@ def stop_all(wait: float = 3.0) -> None:
         _MANAGER.close(wait=wait)
 
 
-def stop_all_then_die(signum: int) -> None:
-    """Close every connection quickly: the process is about to end on signal ``signum``
-    (``stop_on_sigterm``'s handler calls this on SIGTERM, since atexit will not run)."""
-    stop_all()
-
-
 def stop_on_sigterm() -> None:
     """Make SIGTERM close the MCP servers this process started, then end the process as
     SIGTERM would: ``atexit`` does not run on a signal, and a server must not outlive silica.
@@ -491,7 +485,7 @@ def stop_on_sigterm() -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    stop_all_then_die(signum)
+    stop_all()  # atexit will not run on the signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
