@@ -34,8 +34,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_toolbox import heaviest, interleaved, parse_importtime
-from common import REPO, Row, bench_parser, console, med, ms, note, report, temporary_folder
+from bench_toolbox import heaviest, parse_importtime
+from common import (
+    REPO,
+    Row,
+    bench_parser,
+    console,
+    interleaved,
+    med,
+    ms,
+    note,
+    report,
+    temporary_folder,
+)
 
 VERSION_TARGET = 5.0  # silica --version <= 5x python -c pass
 OWN_TARGET = 0.5  # seconds of silica ask's own time

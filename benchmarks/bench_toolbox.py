@@ -27,7 +27,17 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from common import REPO, Row, bench_parser, console, med, note, report, temporary_folder
+from common import (
+    REPO,
+    Row,
+    bench_parser,
+    console,
+    interleaved,
+    med,
+    note,
+    report,
+    temporary_folder,
+)
 from common import ms as _ms
 
 from silica.tools.discovery import DiscoveryOptions
@@ -175,17 +185,6 @@ class Bench:
             raise RuntimeError(f"{shlex.join(argv)} exited with {proc.returncode}:\n"
                                f"{proc.stderr[-2000:]}")
         return took, proc.stdout
-
-
-def interleaved(n: int, **steps: Callable[[], float]) -> dict[str, list[float]]:
-    """Run each step once per round, in a rotating order; the times of each step."""
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    names = list(steps)
-    for r in range(n):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name in order:
-            times[name].append(steps[name]())
-    return times
 
 
 # -- 1. discovery and listing -------------------------------------------------------------

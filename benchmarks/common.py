@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +63,47 @@ def ms(seconds: float, digits: int = 1, sub_ms_digits: int | None = None) -> str
     if sub_ms_digits is not None and seconds < 0.001:
         return f"{seconds * 1000:.{sub_ms_digits}f} ms"
     return f"{seconds * 1000:.{digits}f} ms" if seconds < 10 else f"{seconds:.2f} s"
+
+
+def spread(xs: list[float], fmt: Callable[[float], str] = ms) -> str:
+    """The median of ``xs`` with its minimum and maximum, each through ``fmt``: every row shows
+    how far its runs spread, not only the middle one."""
+    return f"{fmt(med(xs))} (min {fmt(min(xs))}, max {fmt(max(xs))})"
+
+
+def interleaved(n: int, **steps: Callable[[], float]) -> dict[str, list[float]]:
+    """Run each step once per round, in a rotating order; the times of each step. The sides
+    of a comparison take turns, so a machine shared with other work loads both alike."""
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    names = list(steps)
+    for r in range(n):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            times[name].append(steps[name]())
+    return times
+
+
+def installed_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (the environment by default) as an installed package starts in: bytecode is
+    written and reused (``PYTHONDONTWRITEBYTECODE`` removed), so a start-up row does not
+    time recompiling silica at every start. Call ``write_bytecode()`` once before timing."""
+    env = dict(os.environ if base is None else base)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def write_bytecode() -> None:
+    """Compile silica's package once, as installing a wheel does, so fresh processes import
+    it from bytecode."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "silica")],
+                   check=True, stdout=subprocess.DEVNULL, env=installed_env())
+
+
+def load_line() -> str:
+    """The 1, 5 and 15 minute load averages and the CPU count: printed with the figures, since
+    other work on the machine shows in every one."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
 @contextmanager
@@ -109,7 +153,7 @@ def report(rows: list[Row], *, title: str, command: str, started: float, strict:
     """Print the table, the plain summary, ``notes``, the count of targets met and the command
     that reproduces the run; the exit code (1 if ``strict`` and a target was missed)."""
     table = Table(title=title)
-    for col in ("measure", "figures (median)", "ratio", "target", "result"):
+    for col in ("measure", "figures", "ratio", "target", "result"):
         table.add_column(col, overflow="fold")
     for r in rows:
         style = VERDICT_STYLE[r.verdict]
