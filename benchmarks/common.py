@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import random
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -151,7 +152,13 @@ class Row:
 def report(rows: list[Row], *, title: str, command: str, started: float, strict: bool,
            heading: str = "summary:", notes: tuple[str, ...] = (), verdict_width: int = 5) -> int:
     """Print the table, the plain summary, ``notes``, the count of targets met and the command
-    that reproduces the run; the exit code (1 if ``strict`` and a target was missed)."""
+    that reproduces the run; the exit code (1 if ``strict`` and a target was missed). With
+    ``BENCH_ROWS`` set to a file path, the rows are also appended there as JSON lines (how
+    ``headline.py`` gathers the rows of several scripts)."""
+    if rows_file := os.environ.get("BENCH_ROWS"):
+        with open(rows_file, "a", encoding="utf-8") as out:
+            for r in rows:
+                out.write(json.dumps({"script": Path(sys.argv[0]).name, **asdict(r)}) + "\n")
     table = Table(title=title)
     for col in ("measure", "figures", "ratio", "target", "result"):
         table.add_column(col, overflow="fold")
