@@ -62,7 +62,6 @@ MAX_BODY = 64 * 1024 * 1024
 
 _CHUNK = 1 << 20  # bytes decoded at once: bounds the per-byte arrays (~50 bytes a byte)
 _BATCH = 1 << 19  # cells painted at once: bounds the expanded index arrays
-_TOKEN = re.compile(rb'([!#"])([0-9;]*)')
 _PARAMS = re.compile(rb"[0-9;]*")
 _COUNTED = 5  # parameters a token is read for (#: register, system and three values)
 _START = re.compile(rb"(?:\x1bP|\xc2\x90)([0-9;]*)q")  # ESC P, or U+0090 in UTF-8
@@ -188,23 +187,54 @@ class _Decoder:
                 self.palette[reg] = tuple(round(v * 255) for v in rgb)
         return None
 
+    def tokens(self, arr: np.ndarray, six: np.ndarray, width: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray]:
+        """Apply the chunk's tokens, all at once: a ``!`` sets the width of the character it
+        repeats, a ``#`` selects (and may define) a register, a ``"`` sets the raster. The
+        positions where a selection takes effect, and the registers selected there.
+
+        A token is its introducer and the run of digits and ``;`` after it. The common ones,
+        ``#n`` and ``!n`` with at most nine digits, are read with array arithmetic; the rest
+        (parameters, long numbers, ``"``) one by one with ``token``, in stream order."""
+        n = len(arr)
+        at = np.flatnonzero((arr == 33) | (arr == 34) | (arr == 35))  # ! " #
+        if not len(at):
+            return at, at
+        digit = (arr >= 48) & (arr <= 57)
+        stops = np.append(np.flatnonzero(~(digit | (arr == 59))), n)  # not a parameter
+        ends = stops[np.searchsorted(stops, at, side="right")]  # each token's end
+        size = ends - at - 1
+        kinds = arr[at]
+        semis = np.concatenate(([0], np.cumsum(arr == 59)))
+        simple = (semis[ends] == semis[at + 1]) & (size < 10) & (kinds != 34)
+        value = np.zeros(len(at), np.int64)
+        for k in range(9):  # digit k of each simple token, where it has one
+            has = simple & (size > k)
+            if not has.any():
+                break
+            value = np.where(has, value * 10 + arr[np.minimum(at + 1 + k, n - 1)] - 48, value)
+        for i in np.flatnonzero(~simple).tolist():  # the rare ones, in order
+            start = int(at[i])
+            count = self.token(bytes(arr[start : start + 1]), bytes(arr[start + 1 : ends[i]]))
+            value[i] = count if count is not None else self.colour
+        repeats = kinds == 33
+        value[repeats] = np.clip(value[repeats], 1, self.canvas.max_pixels)
+        value[simple & ~repeats] %= REGISTERS
+        hit = repeats & (ends < n)
+        hit[hit] = six[ends[hit]]
+        width[ends[hit]] = value[hit]
+        selects = kinds == 35
+        if selects.any():
+            self.colour = int(value[selects][-1])
+        return ends[selects], value[selects]
+
     def chunk(self, data: bytes) -> None:
         arr = np.frombuffer(data, np.uint8)
         n = len(arr)
         six = (arr >= 63) & (arr <= 126)
         width = six.astype(np.int64)
-        sel_pos: list[int] = []
-        sel_reg: list[int] = []
         first_colour = self.colour
-        for m in _TOKEN.finditer(data):
-            count = self.token(m.group(1), m.group(2))
-            end = m.end()
-            if count is not None:
-                if end < n and six[end]:
-                    width[end] = count
-            elif m.group(1) == b"#":
-                sel_pos.append(end)
-                sel_reg.append(self.colour)
+        sel_pos, sel_reg = self.tokens(arr, six, width)
         reset = (arr == 36) | (arr == 45)
         bands = self.band + np.cumsum(arr == 45)
         total = np.cumsum(width)
@@ -221,8 +251,8 @@ class _Decoder:
             if six.any():
                 self.canvas.need(int((x + width)[six].max()), 0)
             return
-        colours = np.asarray([first_colour, *sel_reg], np.uint16)
-        which = np.searchsorted(np.asarray(sel_pos, np.int64), index[painted], side="right")
+        colours = np.concatenate(([first_colour], sel_reg)).astype(np.uint16)
+        which = np.searchsorted(sel_pos, index[painted], side="right")
         colour = colours[which]
         p_x, p_w, p_band = x[painted], width[painted], bands[painted]
         p_bits = arr[painted] - 63
@@ -247,32 +277,59 @@ class _Decoder:
             bw = w[lo:hi]
             owner = np.repeat(np.arange(lo, hi), bw)
             offset = np.arange(len(owner)) - np.repeat(np.cumsum(bw) - bw, bw)
-            cols = x[owner] + offset
-            rows = band[owner] * 6
-            cell_bits = bits[owner]
-            k = np.arange(6)
-            mask = ((cell_bits[:, None] >> k) & 1).astype(bool)
-            target = (rows[:, None] + k) * stride + cols[:, None]
-            flat[target[mask]] = np.broadcast_to(colour[owner][:, None], mask.shape)[mask]
+            top = band[owner] * (6 * stride) + x[owner] + offset  # each cell's top pixel
+            cell_bits, cell_colour = bits[owner], colour[owner]
+            for k in range(6):  # a row at a time: no pixel is in two rows, order holds
+                on = (cell_bits & (1 << k)).astype(bool)
+                flat[top[on] + k * stride] = cell_colour[on]
             lo = hi
 
     def cost(self) -> int:
         """The work done so far, in bytes of the budget: the canvas and the cells painted."""
         return self.canvas.data.size * BYTES_PER_PIXEL + self.work * 2
 
-    def image(self, transparent: bool) -> Image.Image:
-        canvas, palette = self.canvas, np.asarray(self.palette, np.uint8)
+    def indices(self) -> np.ndarray:
+        """The canvas the image covers (register + 1 a pixel, 0 where none painted)."""
+        canvas = self.canvas
         if self.raster:  # the raster attributes are the least the image covers
             canvas.need(*self.raster)
         if not canvas.width or not canvas.height:
             raise SixelError("no pixels")
-        indices = canvas.data[: canvas.height, : canvas.width]
+        return canvas.data[: canvas.height, : canvas.width]
+
+    def lut(self, transparent: bool) -> np.ndarray:
+        """Colour by canvas value: RGBA (unpainted: clear) if ``transparent``, else RGB
+        (unpainted: register 0)."""
+        palette = np.asarray(self.palette, np.uint8)
         if transparent:
             lut = np.zeros((REGISTERS + 1, 4), np.uint8)
             lut[1:, :3], lut[1:, 3] = palette, 255
-            return Image.fromarray(lut[indices], "RGBA")
-        lut = np.concatenate([palette[:1], palette])  # background: register 0
-        return Image.fromarray(lut[indices], "RGB")
+            return lut
+        return np.concatenate([palette[:1], palette])
+
+    def image(self, transparent: bool) -> Image.Image:
+        indices = self.indices()
+        return Image.fromarray(self.lut(transparent)[indices], "RGBA" if transparent else "RGB")
+
+    def png(self, transparent: bool) -> bytes:
+        """The image as PNG: with a palette when at most 256 canvas values occur (a byte a
+        pixel to compress, not three or four), else as ``image`` gives it. Either way it
+        decodes to the pixels ``image`` has."""
+        indices = self.indices()
+        used = np.flatnonzero(np.bincount(indices.reshape(-1), minlength=REGISTERS + 1))
+        if len(used) > 256:
+            image = self.image(transparent)
+        else:
+            remap = np.zeros(REGISTERS + 1, np.uint8)
+            remap[used] = np.arange(len(used))
+            image = Image.fromarray(remap[indices], "L")
+            colours = self.lut(transparent)[used]
+            image.putpalette(colours[:, :3].tobytes())
+            if transparent:
+                image.info["transparency"] = colours[:, 3].tobytes()
+        buf = io.BytesIO()
+        image.save(buf, "PNG", compress_level=1)
+        return buf.getvalue()
 
 
 def _chunks(data: bytes | bytearray, pos: int, stop: int) -> Iterator[bytes]:
@@ -306,6 +363,12 @@ def decode_sixel(body: bytes | bytearray, *, p2: int = 0, max_pixels: int = MAX_
     ``_CHUNK`` and the canvas, whatever the bytes are. The body is ``body[start:stop]``, read
     in place.
     """
+    return _decode(body, max_pixels, start, stop).image(transparent=p2 == 1)
+
+
+def _decode(body: bytes | bytearray, max_pixels: int, start: int,
+            stop: int | None) -> _Decoder:
+    """``decode_sixel``'s work, the image left on the decoder's canvas; the same errors."""
     stop = len(body) if stop is None else stop
     if stop - start > MAX_BODY:
         raise SixelError(f"over {MAX_BODY // (1024 * 1024)} MiB of sixel data")
@@ -313,7 +376,8 @@ def decode_sixel(body: bytes | bytearray, *, p2: int = 0, max_pixels: int = MAX_
     try:
         for chunk in _chunks(body, start, stop):
             decoder.chunk(chunk)
-        return decoder.image(transparent=p2 == 1)
+        decoder.indices()  # the size it covers, checked against the budget
+        return decoder
     except SixelError as exc:
         exc.cost = decoder.cost()  # the work done before it was refused
         raise
@@ -385,10 +449,9 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace",
             continue
         room = min(gathered.max_decoded, gathered.left) // BYTES_PER_PIXEL
         try:  # read in place: bytes past ASCII are no sixel data, whatever they decode to
-            image = decode_sixel(data, p2=p2, start=m.end(), stop=stop, max_pixels=room)
-            gathered.spend(image.width * image.height * BYTES_PER_PIXEL)
-            buf = io.BytesIO()
-            image.save(buf, "PNG", compress_level=1)
+            decoder = _decode(data, room, m.end(), stop)
+            gathered.spend(decoder.canvas.width * decoder.canvas.height * BYTES_PER_PIXEL)
+            png = decoder.png(transparent=p2 == 1)
         except SixelError as exc:
             gathered.spend(exc.cost)
             out.append(gathered.note(f"sixel image dropped: {exc}"))
@@ -396,7 +459,7 @@ def cut_sixel(data: bytes | bytearray, errors: str = "replace",
         except Exception as exc:  # noqa: BLE001 - a notice, never a crash
             out.append(gathered.note(f"sixel image dropped: {type(exc).__name__}"))
             continue
-        if gathered.add_image(ImagePayload(buf.getvalue(), "image/png", "sixel")) >= 0:
+        if gathered.add_image(ImagePayload(png, "image/png", "sixel")) >= 0:
             out.append(b"[sixel image]")
     if not found:  # no sixel: the output as it was
         return Cut(data, [], errors)
