@@ -50,7 +50,21 @@ from functools import partial
 from pathlib import Path
 
 import PIL
-from common import Row, bench_parser, console, med, note, report, screenshot_png, temporary_folder
+from common import (
+    Row,
+    bench_parser,
+    console,
+    installed_env,
+    interleaved,
+    load_line,
+    med,
+    note,
+    report,
+    screenshot_png,
+    spread,
+    temporary_folder,
+    write_bytecode,
+)
 from common import ms as _ms
 from PIL import Image
 
@@ -203,7 +217,8 @@ def make_cases(folder: Path) -> list[Case]:
              head + kitty_sequences(big, None) + tail, head + tail, [sha(big)]),
         Case("d_many", f"1,000 PNGs of {len(many[0]) / 1000:.1f} kB in {CHUNK}-char chunks "
              f"(keys on the first), between the lines of a {len(many_text) / MB:.0f} MB log",
-             with_images(many_text, many, False), many_text, [sha(p) for p in many]),
+             with_images(many_text, many, False), many_text, [sha(p) for p in many],
+             target=None),  # warm, after the rows before it: the fresh-process row judges
     ]
     for case in cases:
         case.path = folder / f"{case.name}.txt"
@@ -367,6 +382,98 @@ def measure(cases: list[Case], repeat: int, node: Node | None) -> tuple[dict[str
     return ours, theirs
 
 
+# The small-image case again, each run in a fresh process on both sides: argv is the input
+# file; each side reads it, then times one extraction (no warm-up: the allocator is as a new
+# process has it) and its minor page faults, then prints them with what it found.
+FRESH_SILICA = """
+import hashlib, json, resource, sys, time
+from silica.plugins import get_plugin_manager
+from silica.results.pipeline import ResultDraft, result_processors
+[process] = [p.process for p in result_processors(get_plugin_manager())
+             if p.name == "kitty-graphics"]
+with open(sys.argv[1], "rb") as f:
+    draft = ResultDraft(output=f.read())
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+started = time.perf_counter()
+process(draft)
+took = time.perf_counter() - started
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+sha = lambda x: hashlib.sha256(x).hexdigest()
+print(json.dumps({"seconds": took, "faults": faults, "text": sha(draft.text.encode()),
+                  "images": [sha(p.data) for p in draft.images]}))
+"""
+
+FRESH_NODE = r"""
+import { readFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { extractKittyGraphics } from 'kitty-graphics-agent/parser'
+const sha = (x) => createHash('sha256').update(x).digest('hex')
+const text = readFileSync(process.argv[2]).toString('utf8')
+let faults = process.resourceUsage().minorPageFault
+const started = process.hrtime.bigint()
+const result = extractKittyGraphics(text)
+const buffers = result.images.map((image) => Buffer.from(image.data, 'base64'))
+const seconds = Number(process.hrtime.bigint() - started) / 1e9
+faults = process.resourceUsage().minorPageFault - faults
+process.stdout.write(JSON.stringify({ seconds, faults, text: sha(result.cleanedOutput),
+                                      images: buffers.map(sha) }) + '\n')
+"""
+
+
+def measure_fresh(case: Case, folder: Path, repeat: int,
+                  with_node: bool) -> tuple[Side, Side | None]:
+    """``case`` extracted in fresh processes, the sides taking turns (``interleaved``): each
+    run's extraction time and page faults as each side measures them inside."""
+    script = folder / "bench_kitty_fresh.mjs"
+    script.write_text(FRESH_NODE, encoding="utf-8")
+    env = installed_env()
+    write_bytecode()
+    sides = {"silica": Side(), "node": Side()}
+    commands = {"silica": [sys.executable, "-c", FRESH_SILICA, str(case.path)],
+                "node": ["node", str(script), str(case.path)]}
+
+    def run(name: str) -> float:
+        out = subprocess.run(commands[name], capture_output=True, text=True, check=True,
+                             cwd=folder, env=env).stdout
+        found, side = json.loads(out), sides[name]
+        side.times.append(found["seconds"])
+        side.faults.append(found["faults"])
+        side.images, side.text = found["images"], found["text"]
+        return found["seconds"]
+
+    steps = {"silica": partial(run, "silica")}
+    if with_node:
+        steps["node"] = partial(run, "node")
+    for step in steps.values():  # untimed: the file in the page cache, bytecode read once
+        step()
+    for side in sides.values():
+        side.times.clear()
+        side.faults.clear()
+    interleaved(repeat, **steps)
+    return sides["silica"], sides["node"] if with_node else None
+
+
+def fresh_row(case: Case, s: Side, n: Side | None) -> list[Row]:
+    measure = f"extract, a fresh process each run: {case.label} ({len(case.text) / MB:.1f} MB)"
+    rows = []
+    if n is None:
+        rows.append(Row(measure, f"silica {spread(s.times, ms)}, {med(s.faults):,.0f} page "
+                        "faults; node not run", "-", "≥ 1.00× node", "NOT MEASURED"))
+    else:
+        ratio = med(n.times) / med(s.times)
+        rows.append(Row.judged(
+            measure, f"silica {spread(s.times, ms)} vs node {spread(n.times, ms)}; page faults "
+            f"a run: silica {spread(s.faults, '{:,.0f}'.format)}, node "
+            f"{spread(n.faults, '{:,.0f}'.format)}", ratio, f"{ratio:.2f}×", "≥ 1.00× node",
+            ratio >= 1.0))
+    for name, side in (("silica", s), ("node", n)):
+        wrong = check(side, case) if side is not None else ""
+        if wrong:
+            rows.append(Row(f"  {name} result wrong in a fresh process: {case.name}", wrong, "-",
+                            "the images and text sent", "FAIL" if name == "silica" else "WARN"))
+    return rows
+
+
 def install_node(folder: Path) -> tuple[str | None, str]:
     """Install the npm package into ``folder``; ``(version, "")`` or ``(None, why not)``."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -411,7 +518,7 @@ def extraction_rows(cases: list[Case], silica: dict[str, Side],
     for case in cases:
         size = len(case.text)
         s = silica[case.name]
-        measure = f"extract: {case.label} ({size / MB:.1f} MB)"
+        measure = f"extract, in process after a warm-up: {case.label} ({size / MB:.1f} MB)"
         target = f"≥ {case.target:.2f}× node" if case.target else "report only"
         left = f" (+{ms(med(s.decoding))} to decode the {len(case.expected_text) / MB:.1f} MB left)"
         if node is None:
@@ -526,6 +633,10 @@ def main() -> int:
             if runner is not None:
                 runner.close()
         rows += extraction_rows(cases, silica, node)
+        many = next(case for case in cases if case.name == "d_many")
+        note(f"{many.name}: {opts.repeat} fresh processes of each side, taking turns")
+        fresh_silica, fresh_node = measure_fresh(many, root, opts.repeat, node is not None)
+        rows += fresh_row(many, fresh_silica, fresh_node)
 
         note("drawing a 1920x1080 screenshot")
         shot = screenshot_png(7, buttons=True)
@@ -535,7 +646,8 @@ def main() -> int:
         note("token estimates")
         rows.append(bench_tokens(shot))
 
-    notes = () if node is not None else (f"node comparison NOT MEASURED: {why_not}",)
+    notes = (load_line(),) if node is not None else (
+        f"node comparison NOT MEASURED: {why_not}", load_line())
     return report(rows, title="silica image benchmark", command=command, started=started,
                   strict=opts.strict, notes=notes, verdict_width=12,
                   heading="summary (ratio: silica speed / node speed, base64 decoded on both "
