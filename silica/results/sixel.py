@@ -187,8 +187,8 @@ class _Decoder:
                 self.palette[reg] = tuple(round(v * 255) for v in rgb)
         return None
 
-    def tokens(self, arr: np.ndarray, six: np.ndarray, width: np.ndarray) -> tuple[
-            np.ndarray, np.ndarray]:
+    def tokens(self, data: bytes, arr: np.ndarray, six: np.ndarray,
+               width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply the chunk's tokens, all at once: a ``!`` sets the width of the character it
         repeats, a ``#`` selects (and may define) a register, a ``"`` sets the raster. The
         positions where a selection takes effect, and the registers selected there.
@@ -213,10 +213,13 @@ class _Decoder:
             if not has.any():
                 break
             value = np.where(has, value * 10 + arr[np.minimum(at + 1 + k, n - 1)] - 48, value)
-        for i in np.flatnonzero(~simple).tolist():  # the rare ones, in order
-            start = int(at[i])
-            count = self.token(bytes(arr[start : start + 1]), bytes(arr[start + 1 : ends[i]]))
-            value[i] = count if count is not None else self.colour
+        rare = np.flatnonzero(~simple)
+        if len(rare):  # the rare ones, in order
+            found = []
+            for start, end in zip(at[rare].tolist(), ends[rare].tolist(), strict=True):
+                count = self.token(data[start : start + 1], data[start + 1 : end])
+                found.append(self.colour if count is None else count)
+            value[rare] = found
         repeats = kinds == 33
         value[repeats] = np.clip(value[repeats], 1, self.canvas.max_pixels)
         value[simple & ~repeats] %= REGISTERS
@@ -234,7 +237,7 @@ class _Decoder:
         six = (arr >= 63) & (arr <= 126)
         width = six.astype(np.int64)
         first_colour = self.colour
-        sel_pos, sel_reg = self.tokens(arr, six, width)
+        sel_pos, sel_reg = self.tokens(data, arr, six, width)
         reset = (arr == 36) | (arr == 45)
         bands = self.band + np.cumsum(arr == 45)
         total = np.cumsum(width)
