@@ -205,7 +205,7 @@ class _Decoder:
         ends = stops[np.searchsorted(stops, at, side="right")]  # each token's end
         size = ends - at - 1
         kinds = arr[at]
-        semis = np.concatenate(([0], np.cumsum(arr == 59)))
+        semis = np.concatenate(([0], np.cumsum(arr == 59, dtype=np.int32)))
         simple = (semis[ends] == semis[at + 1]) & (size < 10) & (kinds != 34)
         value = np.zeros(len(at), np.int64)
         for k in range(9):  # digit k of each simple token, where it has one
