@@ -126,10 +126,11 @@ def test_every_token_means_what_a_byte_by_byte_reading_says(stream, p2):
 
 
 def colourful(registers: int, p2: int) -> str:
-    """A 40x12 image painted in ``registers`` colours (defined), one column each in turn."""
+    """An image 12 high painted in ``registers`` colours (defined, every one used), a column
+    each in turn, bar a first column left unpainted and part of the second band."""
     defs = "".join(f"#{n};2;{n % 101};{n * 7 % 101};{n * 13 % 101}" for n in range(registers))
-    band = "".join(f"#{n % registers}~" if n % 5 else "?" for n in range(40))
-    return f"\x1bP0;{p2}q{defs}{band}-{band[::-1]}\x1b\\"
+    band = "?" + "".join(f"#{n % registers}~" for n in range(max(40, registers)))
+    return f"\x1bP0;{p2}q{defs}{band}-{band.replace('~', 'N')}\x1b\\"
 
 
 @PROPERTY
@@ -147,3 +148,16 @@ def test_the_png_kept_decodes_to_the_pixels_decoded(registers, p2, extra):
     png = Image.open(io.BytesIO(found.images[0].data))
     assert png.size == image.size
     assert np.array_equal(np.asarray(png.convert(image.mode)), np.asarray(image))
+
+
+def test_an_image_of_few_colours_is_kept_as_a_palette_png_of_the_same_pixels():
+    for p2, mode in ((0, "RGB"), (1, "RGBA")):
+        sequence = colourful(200, p2)
+        found = extract_sixel(sequence)
+        png = Image.open(io.BytesIO(found.images[0].data))
+        assert png.mode == "P"  # a byte a pixel to compress, not three or four
+        image = decode_sixel(sequence.encode()[sequence.index("q") + 1 : -2], p2=p2)
+        assert image.mode == mode
+        assert np.array_equal(np.asarray(png.convert(mode)), np.asarray(image))
+    many = extract_sixel(colourful(400, 0))  # more than a palette holds: RGB as decoded
+    assert Image.open(io.BytesIO(many.images[0].data)).mode == "RGB"
