@@ -18,12 +18,16 @@
    silica decodes what is left once the images are out (once, for every processor after
    it), node decodes its whole input before it can search it. Minor page faults a run are
    printed where either side takes 200 or more. Both results are checked against the images
-   and text that went in.
+   and text that went in. These rows are warm (each follows a warm-up run and the rows before
+   it); the 1,000 small images are judged again with every run a fresh process on both
+   sides (``FRESH_SILICA``, ``FRESH_NODE``), taking turns, extraction timed inside each and
+   its minor page faults printed.
 2. ``prepare_image`` (default ``ANTHROPIC`` limits) on a 1920x1080 screenshot-like PNG.
 3. The tokens that screenshot costs as an image block, after ``extract_json_images`` and
    ``prepare_image``, against its base64 left as text.
 
-Figures are medians of ``--repeat`` runs, after one untimed warm-up run. 1 MB = 1,000,000
+Figures are medians of ``--repeat`` runs, after one untimed warm-up run (the fresh-process row:
+min/median/max). 1 MB = 1,000,000
 bytes. The script reports; it is not a test: it exits 0 even when a target is missed, unless
 ``--strict`` is given (then a missed target exits 1; a comparison that could not be made,
 e.g. without network for npm, is NOT MEASURED and does not fail).
