@@ -312,7 +312,8 @@ class Agent:
             self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
             self.conversation.add("assistant", said + list(reply.tool_calls))
-            self._save()
+            # off the event loop: the reply's last events go out to listeners meanwhile
+            await asyncio.to_thread(self._save)
             if not reply.tool_calls:
                 return reply.text
             await self._run_tools(reply.tool_calls)
