@@ -118,6 +118,38 @@ def test_joining_an_unknown_or_invalid_session_is_refused_in_the_ack(daemon):
     assert malformed["error"]["code"] == "invalid_join"
 
 
+# -- the end of a reply --------------------------------------------------------------------
+
+
+def test_turn_end_follows_the_last_delta_with_the_whole_reply_saved(world, daemon, srv):
+    """The session is saved off the event loop while the last delta goes out; turn_end
+    still comes after that delta on both transports, and once a client has it, the session
+    file holds the whole reply."""
+    from silica.agent.sessions import load_session
+
+    pieces = ["The build ", "is green ", "on every ", "platform."]
+    srv.add(text("".join(pieces), chunks=pieces))
+    sid = new_session(daemon)
+    saved: dict[str, list] = {}
+
+    async def heard(reader, name: str) -> list:
+        events = await reader.until("turn_end")
+        saved[name] = load_session(sid, world["home"]).messages  # as the client sees turn_end
+        return events
+
+    async def run():
+        async with SseReader(daemon, sid) as sse, SioListener(daemon, sid) as sio:
+            await post(daemon, sid, "how is the build?")
+            return await asyncio.gather(heard(sse, "sse"), heard(sio, "sio"))
+
+    for name, events in zip(("sse", "sio"), asyncio.run(run()), strict=True):
+        deltas = [data["text"] for n, data in events if n == "text_delta"]
+        assert deltas == pieces, name
+        assert [n for n, _ in events][-2:] == ["text_delta", "turn_end"], name
+        answer = saved[name][-1]
+        assert answer.role == "assistant" and answer.content[0].text == "".join(pieces)
+
+
 # -- clients that go away -----------------------------------------------------------------
 
 
