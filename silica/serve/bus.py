@@ -16,6 +16,12 @@ redis_bus``): ``client_manager`` gives Socket.IO its cross-process manager, ``pu
 the event to the other daemons too, and what arrives from them is handed to ``deliver``,
 which feeds this process's SSE streams. ``make_bus(redis_url)`` picks the bus.
 
+``publish_now`` does the same at once, without awaiting (``False``: this bus cannot, await
+``publish``): a turn's pump calls it when nothing is queued before the event, so a reply's
+last delta is on its way to every client before the turn's end-of-reply work runs. Each
+event goes to a session's SSE streams as one ``Event``, so their transport encodes it once
+for all of them (``Event.wire``).
+
 What callers may rely on: ``publish`` never raises for a listener that is gone or slow; a
 stream that falls ``QUEUE_SIZE`` events behind is ended (its client reconnects and reads the
 history), so a stuck client never grows the daemon's memory; ``close`` ends every stream.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from silica.errors import SilicaError
@@ -43,6 +49,22 @@ def room(session_id: str, form: str = "") -> str:
     return f"session:{session_id}:{form}" if form else f"session:{session_id}"
 
 
+class Event(tuple):
+    """``(event, data)`` as handed to every SSE stream of a session; ``wire`` keeps what the
+    transport made of it (``encoded``), so the other streams reuse the bytes."""
+
+    wire: bytes | None = None
+
+    def __new__(cls, event: str, data: Any) -> Event:
+        return super().__new__(cls, (event, data))
+
+    def encoded(self, encode: Callable[[str, Any], bytes]) -> bytes:
+        """``encode(event, data)``, made once for all the streams this event went to."""
+        if self.wire is None:
+            self.wire = encode(*self)
+        return self.wire
+
+
 class Subscription:
     """One SSE stream's events: iterate for ``(event, data)``; ends when the bus closes or
     the stream fell too far behind (``lagged``)."""
@@ -54,10 +76,13 @@ class Subscription:
         self.ended = False
 
     def put(self, event: str, data: Any) -> None:
+        self.put_event(Event(event, data))
+
+    def put_event(self, item: Event) -> None:
         if self.ended:
             return
         try:
-            self.queue.put_nowait((event, data))
+            self.queue.put_nowait(item)
         except asyncio.QueueFull:  # the client stopped reading: what it missed is gone
             self.lagged = True
             while not self.queue.empty():
@@ -144,6 +169,27 @@ class EventBus:
         self.deliver(session_id, event, data, inline)
         await self.emit(session_id, event, data, inline)
 
+    def publish_now(self, session_id: str, event: str, data: dict,
+                    inline: dict | None = None) -> bool:
+        """``publish`` at once, without awaiting: to the SSE streams, and to the Socket.IO
+        clients' send queues when the Socket.IO manager can (``emit_now``); ``False``, with
+        nothing sent, when it cannot (the caller awaits ``publish`` instead)."""
+        emit_now = getattr(getattr(self.sio, "manager", None), "emit_now", None)
+        if self.sio is not None and emit_now is None:
+            return False
+        self.deliver(session_id, event, data, inline)
+        if emit_now is None:
+            return True
+        try:
+            if inline is None:
+                emit_now(event, data, NAMESPACE, room(session_id))
+            else:
+                emit_now(event, data, NAMESPACE, room(session_id, "refs"))
+                emit_now(event, inline, NAMESPACE, room(session_id, "inline"))
+        except Exception:  # a transport's failure must not reach the turn
+            log.warning("could not send a %s event to Socket.IO clients", event, exc_info=True)
+        return True
+
     async def emit(self, session_id: str, event: str, data: dict,
                    inline: dict | None = None) -> None:
         """The Socket.IO half of ``publish``."""
@@ -163,8 +209,13 @@ class EventBus:
     def deliver(self, session_id: str, event: str, data: dict,
                 inline: dict | None = None) -> None:
         """Hand an event to this process's SSE streams of the session."""
-        for stream in list(self._streams.get(session_id, ())):
-            stream.put(event, inline if stream.inline and inline is not None else data)
+        streams = self._streams.get(session_id)
+        if not streams:
+            return
+        plain = Event(event, data)
+        full = plain if inline is None else Event(event, inline)
+        for stream in list(streams):
+            stream.put_event(full if stream.inline else plain)
 
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, *,

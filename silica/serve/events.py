@@ -13,7 +13,9 @@ also get an inline form with ``image_data`` (base64) and ``image_mime``.
 
 A ``Pump`` publishes a session's events one after another in the order they were put, so
 the agent's callbacks (which cannot wait) never block on a slow listener, and every listener
-sees the events in the order they happened.
+sees the events in the order they happened. An event put when nothing is queued before it
+is published at once (``EventBus.publish_now``), so it is on its way to every client before
+the agent goes on (with a reply's last delta: before the end of the reply is handled).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class Pump:
         self.task: asyncio.Task | None = None
 
     def put(self, event: str, data: dict, inline: dict | None = None) -> None:
+        if not self.queue and (self.task is None or self.task.done()) \
+                and self.bus.publish_now(self.session_id, event, data, inline):
+            return  # nothing before it: on its way to every client now, not a loop turn later
         self.queue.append((event, data, inline))
         self.idle.clear()
         if self.task is None or self.task.done():

@@ -40,7 +40,7 @@ from redis.retry import Retry
 
 from silica.errors import SilicaError
 from silica.security.urls import mask_urls
-from silica.serve.bus import NAMESPACE, EventBus, Subscription
+from silica.serve.bus import NAMESPACE, Event, EventBus, Subscription
 
 log = logging.getLogger("silica.serve")
 
@@ -125,6 +125,10 @@ class RedisBus(EventBus):
         # the manager hands the event to this daemon's SSE streams and to the others
         await self.emit(session_id, event, data, inline)
 
+    def publish_now(self, session_id: str, event: str, data: dict,
+                    inline: dict | None = None) -> bool:
+        return False  # the other daemons are reached through Redis: awaited, in order
+
     def hand_to_streams(self, room_name: Any, event: str, payload: Any) -> None:
         """An event for Socket.IO room ``room_name``, given to the SSE streams of its
         session here: ``session:{sid}`` to all, ``:inline`` / ``:refs`` to those that did /
@@ -133,9 +137,10 @@ class RedisBus(EventBus):
             return
         _, _, rest = room_name.partition(":")
         session_id, _, form = rest.partition(":")
+        item = Event(event, payload)  # encoded once for every stream it goes to
         for stream in list(self._streams.get(session_id, ())):
             if not form or (form == "inline") == stream.inline:
-                stream.put(event, payload)
+                stream.put_event(item)
 
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, *,

@@ -47,7 +47,7 @@ def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
                               options.settings.serve.cors_origins)
 
     serve = options.settings.serve
-    sio = Server(async_mode="asgi", client_manager=bus.client_manager(),
+    sio = Server(async_mode="asgi", client_manager=bus.client_manager() or LocalManager(),
                  cors_allowed_origins=allowed, logger=False, engineio_logger=OneLine(log),
                  max_pending=serve.max_pending_socketio, timeout=serve.header_timeout)
     sio.register_namespace(Events(options))
@@ -113,6 +113,28 @@ class Server(socketio.AsyncServer):
                 or data[0] in _RESERVED:
             raise ValueError("an event is a list: [name, argument]")
         await super()._handle_event(eio_sid, namespace, id, data)
+
+
+class LocalManager(socketio.AsyncManager):
+    """python-socketio's in-process manager, with ``emit_now``: what its ``emit`` does for an
+    event without a callback (the packet encoded once, then queued for each client of the
+    room, whose writer task sends it), done at once, without a task per client nor a wait
+    for them. A client whose pings stopped is closed by Engine.IO's own check, as ever."""
+
+    def emit_now(self, event: str, data: Any, namespace: str, room_name: str) -> None:
+        eio = self.server.eio
+        sockets = [eio.sockets.get(eio_sid)
+                   for _, eio_sid in self.get_participants(namespace, room_name)]
+        sockets = [s for s in sockets if s is not None and not s.closed]
+        if not sockets:
+            return
+        encoded = self.server.packet_class(socketio.packet.EVENT, namespace=namespace,
+                                           data=[event, data]).encode()
+        packets = [engineio.packet.Packet(engineio.packet.MESSAGE, p)
+                   for p in (encoded if isinstance(encoded, list) else [encoded])]
+        for socket in sockets:
+            for one in packets:
+                socket.queue.put_nowait(one)
 
 
 class OneLine(logging.LoggerAdapter):

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import StreamingResponse
 
-from silica.serve.bus import EventBus
+from silica.serve.bus import Event, EventBus
 
 PING_EVERY = 15.0
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no",
@@ -40,4 +40,7 @@ async def _events(bus: EventBus, session_id: str, inline: bool) -> AsyncIterator
                 item = await stream.next(PING_EVERY)
             except StopAsyncIteration:
                 return
-            yield b": ping\n\n" if item is None else encode(*item)
+            if item is None:
+                yield b": ping\n\n"
+            else:  # encoded once for all the session's streams
+                yield item.encoded(encode) if isinstance(item, Event) else encode(*item)
