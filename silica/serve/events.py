@@ -47,9 +47,13 @@ class Pump:
         self.task: asyncio.Task | None = None
 
     def put(self, event: str, data: dict, inline: dict | None = None) -> None:
-        if not self.queue and (self.task is None or self.task.done()) \
-                and self.bus.publish_now(self.session_id, event, data, inline):
-            return  # nothing before it: on its way to every client now, not a loop turn later
+        if not self.queue and (self.task is None or self.task.done()):
+            try:
+                if self.bus.publish_now(self.session_id, event, data, inline):
+                    return  # nothing before it: on its way to every client now
+            except Exception:  # a listener's failure must not reach the turn
+                log.warning("could not publish a %s event", event, exc_info=True)
+                return
         self.queue.append((event, data, inline))
         self.idle.clear()
         if self.task is None or self.task.done():
