@@ -58,7 +58,8 @@ def gate_tool(folder: Path) -> None:
     ``opened``: a tool call a test holds open for as long as it needs a turn running."""
     script_tool(folder, "gate.py", simple_spec("gate", path="string"), body="""
         import os, sys, time
-        path = sys.argv[sys.argv.index("--path") + 1]
+        # silica passes every value as one token, --path=VALUE
+        path = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--path="))
         for _ in range(1200):
             if os.path.exists(path):
                 break

@@ -181,6 +181,9 @@ def test_clients_leaving_mid_turn_hurt_neither_the_turn_nor_the_daemon(daemon, s
     assert by_name(late)["turn_end"]["text"] == "All done."
     body = history(daemon, sid)
     assert body["turns"] == [{"turn": 1, "status": "complete"}]
+    # the gate held the turn open until the late listener had joined
+    gated = body["messages"][2]["content"][0]
+    assert (gated["is_error"], gated["content"]) == (False, [{"type": "text", "text": "opened\n"}])
     assert body["messages"][-1]["content"] == [{"type": "text", "text": "All done."}]
     srv.add(text("Still here."))
     assert asyncio.run(post(daemon, sid, "next", wait="true"))["text"] == "Still here."
