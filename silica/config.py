@@ -59,6 +59,10 @@
     allowed_workspaces = ["~/src"]  # default: the folder serve started in
     fetch_private = false           # true: image URLs may point at private addresses
 
+    [resident]                      # silica ask/chat hand their run to a warm process
+    enabled = true                  # false: never (so does SILICA_RESIDENT=0)
+    idle = 600                      # seconds with no run before it exits
+
     [mcp]
     timeout = 60                    # seconds for a server to start, and for one call
     [mcp.servers.files]             # a server started as a command (stdio) ...
@@ -478,6 +482,14 @@ class ServeSettings(_Section):
     max_body_memory: int = Field(default=256 * _MIB, ge=_MIB, le=64 * _GIB)
 
 
+class ResidentSettings(_Section):
+    """``[resident]``: whether ``silica ask``/``chat`` use a resident process (read with the
+    stdlib alone before the CLI loads, by ``silica.resident.settings``; checked here)."""
+
+    enabled: bool = True
+    idle: int = Field(default=600, ge=1, le=_MAX_COUNT)
+
+
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
@@ -496,6 +508,7 @@ class Settings(_Section):
     shell: ShellSettings = Field(default_factory=ShellSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    resident: ResidentSettings = Field(default_factory=ResidentSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)

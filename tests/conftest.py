@@ -55,6 +55,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.delenv("SILICA_UV", raising=False)
     monkeypatch.delenv("SILICA_TOOL_ENV_WITHHOLD", raising=False)
     monkeypatch.delenv("SILICA_LOAD_PLUGINS", raising=False)
+    monkeypatch.setenv("SILICA_RESIDENT", "0")  # no test starts a resident but its own
     monkeypatch.chdir(project)
     find_uv.cache_clear()
     yield

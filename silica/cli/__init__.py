@@ -44,6 +44,8 @@ def _app() -> App:
                 help="The agent as a local daemon: HTTP, Socket.IO, SSE and a web page.")
     app.command("silica.cli.sandbox:sandbox", name="sandbox",
                 help="Which confinement layers work here, and what tools may touch.")
+    app.command("silica.cli.resident:app", name="resident",
+                help="The warm process silica ask and chat hand their runs to.")
     app.command("silica.cli.trust:trust", name="trust",
                 help="Let a project's tools run (project folders run nothing until trusted).")
     app.command("silica.cli.trust:untrust", name="untrust",
@@ -71,6 +73,12 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
         print(__version__)
         return
+    if sys.argv[1:2] in (["ask"], ["chat"]):  # a resident has the SDKs imported already
+        from silica.resident.client import hand_off
+
+        code = hand_off()
+        if code is not None:
+            raise SystemExit(code)
     from silica.security.process import harden_process
 
     harden_process()  # before anything else: secrets leave /proc/<pid>/environ and cmdline

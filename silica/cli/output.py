@@ -43,9 +43,23 @@ def _width(stream) -> int | None:
 
 UNWRAPPED = 100_000
 _FOLDED_MIN = 12  # a folded column gets at least this many cells in a narrow terminal
-# soft_wrap: printed messages are never broken (a path or an id stays whole).
-out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+
+
+def _options(stream) -> dict[str, Any]:
+    # soft_wrap: printed messages are never broken (a path or an id stays whole).
+    return {"highlight": False, "soft_wrap": True, "width": _width(stream)}
+
+
+out = Console(**_options(sys.stdout))
+err = Console(stderr=True, **_options(sys.stderr))
+
+
+def reopen_consoles() -> None:
+    """Build ``out`` and ``err`` again, in place, for the terminal and environment of now:
+    a run the resident forked (``silica.resident.child``) has other streams than the
+    process that imported this module."""
+    out.__init__(**_options(sys.stdout))  # type: ignore[misc]
+    err.__init__(stderr=True, **_options(sys.stderr))  # type: ignore[misc]
 
 
 def table(*columns: str, whole: tuple[str, ...] = ()):

@@ -1,0 +1,5 @@
+import sys
+
+from silica.resident.daemon import main
+
+sys.exit(main())
