@@ -22,6 +22,7 @@ def run(request: dict, fds: list[int]) -> int:
         if fd > 2:
             os.close(fd)
     os.umask(int(request["umask"]))
+    before = dict(os.environ)
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in request["env"].items()})
     os.chdir(request["cwd"])
@@ -31,7 +32,7 @@ def run(request: dict, fds: list[int]) -> int:
         locale.setlocale(locale.LC_CTYPE, "")  # as Python does at start, from this env
     _reopen_streams(request.get("streams") or [])
     sys.argv = [str(a) for a in request["argv"]]
-    _reset_built_at_import()
+    _reset_built_at_import(before)
     from silica.cli import main
 
     try:
@@ -80,10 +81,18 @@ def _reopen_streams(streams: list) -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc, assignment]
 
 
-def _reset_built_at_import() -> None:
+KEPT = {"silica.cli._app": (),
+        "silica.providers.clients.tls": ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+"""Caches the resident fills (``silica.resident.daemon.warm``) that a run keeps while the
+variables they were made from are as they were: the command line's parser, the TLS
+context (its CA bundle takes a tenth of a second to load)."""
+
+
+def _reset_built_at_import(before: dict[str, str]) -> None:
     """What silica and its libraries built at import from the resident's terminal and
     environment, built again for this run: the consoles, rich's global console, the
-    signal handlers and the caches of things looked up in the environment."""
+    signal handlers and the caches of things looked up in the environment (but the
+    ``KEPT`` ones made from the same variables)."""
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH):
         signal.signal(sig, signal.SIG_DFL)
@@ -100,6 +109,9 @@ def _reset_built_at_import() -> None:
     for name, module in list(sys.modules.items()):  # find_uv, tls(), probe(): looked up
         if name == "silica" or name.startswith("silica."):  # from this run's environment
             for value in list(vars(module).values()):
-                if callable(getattr(value, "cache_clear", None)) and \
-                        getattr(value, "__module__", None) == name:
+                if not callable(getattr(value, "cache_clear", None)) or \
+                        getattr(value, "__module__", None) != name:
+                    continue
+                same = KEPT.get(f"{name}.{getattr(value, '__name__', '')}")
+                if same is None or any(before.get(k) != os.environ.get(k) for k in same):
                     value.cache_clear()

@@ -244,11 +244,20 @@ class Resident:
 
 
 def warm() -> None:
+    """Import what a run imports, and fill the caches a run keeps (``child.KEPT``)."""
     import importlib
 
     for name in WARM:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    with contextlib.suppress(Exception):
+        from silica.cli import _app
+
+        _app()
+    with contextlib.suppress(Exception):
+        from silica.providers.clients import tls
+
+        tls()
 
 
 def main() -> int:
