@@ -258,6 +258,10 @@ def warm() -> None:
         from silica.providers.clients import tls
 
         tls()
+    with contextlib.suppress(Exception):  # the SDK's first-request work, done once here
+        from silica.resident.warmup import warm_anthropic
+
+        warm_anthropic()
 
 
 def main() -> int:
