@@ -248,3 +248,19 @@ def test_the_residents_environment_holds_no_secret(home, project, env):
         done = silica(["ask", "hi"], {**env, **srv.env}, project)
     assert "Keyed." in done.stdout
     assert any("test-anthropic-key" in value for value in srv.received[0].headers.values())
+
+
+def test_silica_resident_status_and_stop(home, project, env):
+    import json
+
+    idle = silica(["resident", "status", "--json"], env, project)
+    assert idle.returncode == 0 and json.loads(idle.stdout) == {"running": False}
+    running = warm_resident(home, env, project)
+    shown = silica(["resident", "status", "--json"], env, project)
+    assert json.loads(shown.stdout)["pid"] == running["pid"]
+    assert f"resident pid {running['pid']}" in silica(["resident", "status"], env, project).stdout
+    stopped = silica(["resident", "stop"], env, project)
+    assert stopped.returncode == 0 and f"resident {running['pid']} stopping" in stopped.stdout
+    wait_for(lambda: not alive(running["pid"]), 30)
+    assert json.loads(silica(["resident", "status", "--json"], env, project).stdout) == \
+        {"running": False}
