@@ -264,3 +264,47 @@ def test_silica_resident_status_and_stop(home, project, env):
     wait_for(lambda: not alive(running["pid"]), 30)
     assert json.loads(silica(["resident", "status", "--json"], env, project).stdout) == \
         {"running": False}
+
+
+def test_chat_through_the_resident_at_a_terminal(home, project, env):
+    """At a real terminal: the prompt, silica's colours (its consoles see the client's
+    terminal, not the resident's /dev/null), Ctrl-C typed at the keyboard stopping the turn
+    (the terminal signals the client, which forwards it), and /exit."""
+    import fcntl
+    import termios
+
+    from test_chat_pty import Terminal
+
+    running = warm_resident(home, env, project)
+    slow = trickle(text(" ".join(["word"] * 400)), 0.05)
+
+    def controlling_tty() -> None:  # the session's terminal: Ctrl-C signals its process group
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    class Controlling(Terminal):  # the pty is the session's terminal
+        def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+            self.master, slave = os.openpty()
+            self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
+                                         env=env, cwd=cwd, start_new_session=True,
+                                         preexec_fn=controlling_tty)
+            os.close(slave)
+            self.seen = b""
+
+    with anthropic_server([slow]) as srv:
+        term = Controlling([sys.executable, "-m", "silica", "chat"], {**env, **srv.env},
+                           project)
+        try:
+            term.read_until(b"you> ")
+            assert b"\x1b[2m" in term.seen  # the dim banner: a colour terminal was seen
+            term.type("talk slowly")
+            term.read_until(b"word word")
+            seen = len(term.seen)
+            os.write(term.master, b"\x03")  # Ctrl-C at the keyboard
+            term.read_until(b"stopped", since=seen)
+            term.read_until(b"you> ", since=seen)
+            term.type("/exit")
+            assert term.finish() == 0, term.seen[-2000:]
+        finally:
+            term.close()
+    assert b"Traceback" not in term.seen
+    assert status(home)["served"] == 1 and status(home)["pid"] == running["pid"]  # type: ignore[index]
