@@ -501,7 +501,7 @@ def make_world(root: Path, user: str | None, python: str, env: dict[str, str],
     world.own(root)
     world.configure()
     world.env = {**env, "HOME": str(home), "SILICA_HOME": str(world.silica_home),
-                 "MY_API_KEY": f"{CANARY}-env", "PYTHONUNBUFFERED": "1"}
+                 "MY_API_KEY": f"{CANARY}-env", "PYTHONUNBUFFERED": "1", "SILICA_RESIDENT": "0"}
     # a sibling process of the same user, with a secret in its environment
     world.sibling = subprocess.Popen(world.command(["sleep", "600"]),
                                      env={"PATH": os.environ["PATH"],
