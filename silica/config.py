@@ -160,13 +160,17 @@ class AgingSettings(_Section):
     are multiples of it), or at once when a request's images would pass ``step_bytes`` of
     base64; in between, every image keeps its bytes, so requests share their prefix and a
     prompt cache can reuse it. With the defaults an image is whole until the next step, at
-    low resolution until the one after (``lowres_turns`` = ``step_turns``), then text."""
+    low resolution until the one after (``lowres_turns`` = ``step_turns``), then text. A turn
+    that starts more than ``cache_seconds`` after the one before ended is a step too: the
+    provider's prompt cache has expired by then, so the step rewrites nothing it still had."""
 
     full_turns: int = Field(default=1, ge=1, le=_MAX_COUNT)
     lowres_turns: int = Field(default=4, ge=0, le=_MAX_COUNT)
     lowres_px: int = Field(default=512, ge=64, le=4096)
     step_turns: int = Field(default=4, ge=1, le=_MAX_COUNT)  # 1: images age every turn
     step_bytes: int = Field(default=2_500_000, gt=0, le=_GIB)
+    # how long a provider's prompt cache lasts idle (Anthropic's: 5 minutes); 0: never
+    cache_seconds: float = Field(default=300.0, ge=0, le=_MAX_SECONDS)
     # a low-resolution copy may change pixels (JPEG, 256 colours) when that is smaller
     lowres_lossy: bool = True
 

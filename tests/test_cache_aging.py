@@ -169,6 +169,52 @@ def test_a_step_is_replayed_the_same_from_a_saved_session(store, home):
     assert [b.width for b in images_of(live)] == [512, 512, 1200, 1200, 1200]
 
 
+def idle(conversation: Conversation, seconds: float) -> None:
+    """As if everything so far had happened ``seconds`` earlier."""
+    for message in conversation.messages:
+        message.at -= seconds
+
+
+def test_a_turn_after_the_cache_expired_is_a_step(store):
+    rare = AgingSettings(lowres_turns=10, step_turns=10)  # no turn-count step here
+    conversation = Conversation(id="s1")
+    for turn in range(1, 3):
+        person_turn(conversation, store, seed=turn)
+    idle(conversation, 301)  # Anthropic's cache lasts 5 minutes idle
+    person_turn(conversation, store, seed=3)
+    assert aging_clock(conversation, VISION, rare) == 3
+    assert [b.width for b in images_of(build(conversation, store, rare))] == [512, 512, 1200]
+    person_turn(conversation, store, seed=4)  # straight after: no step
+    assert aging_clock(conversation, VISION, rare) == 3
+
+
+def test_an_idle_turn_within_the_cache_lifetime_or_with_it_off_is_no_step(store):
+    conversation = Conversation(id="s1")
+    person_turn(conversation, store, seed=1)
+    idle(conversation, 299)
+    person_turn(conversation, store, seed=2)
+    assert aging_clock(conversation, VISION, EVERY_THIRD) == 0
+    idle(conversation, 3600)
+    person_turn(conversation, store, seed=3)
+    never = AgingSettings(lowres_turns=3, step_turns=3, cache_seconds=0)
+    assert aging_clock(conversation, VISION, never) == 3  # the turn count alone
+    assert aging_clock(conversation, VISION, EVERY_THIRD) == 3
+    assert aging_clock(conversation, VISION, AgingSettings(cache_seconds=0)) == 0
+
+
+def test_an_idle_step_is_replayed_from_a_saved_session(store, home):
+    conversation = Conversation(id="s1")
+    person_turn(conversation, store, seed=1)
+    idle(conversation, 600)
+    person_turn(conversation, store, seed=2)
+    live = build(conversation, store, AgingSettings(), FitCache())
+    save_session(conversation, home)
+    resumed = load_session("s1", home)
+    assert aging_clock(resumed, VISION, AgingSettings()) == 2
+    assert build(resumed, store, AgingSettings(), FitCache()) == live
+    assert [b.width for b in images_of(live)] == [512, 1200]
+
+
 # -- through the SDKs, on the wire ----------------------------------------------------------
 
 
@@ -225,6 +271,26 @@ def test_anthropic_requests_share_their_prefix_between_steps(monkeypatch, tmp_pa
         last = body["messages"][-1]
         assert marks[-1] == ("messages", len(body["messages"]) - 1, len(last["content"]) - 1)
         assert last["content"][-1]["cache_control"] == CACHE
+
+
+def test_after_an_idle_pause_the_agent_sends_old_screenshots_small(monkeypatch, tmp_path):
+    with anthropic_server([text(f"answer {n}") for n in range(1, 4)]) as srv:
+        srv.use(monkeypatch)
+        agent = Agent.start(Settings(provider="anthropic"))  # the default aging
+        for turn in range(1, 4):  # no turn-count step (turn 4) in these
+            if turn == 2:
+                idle(agent.conversation, 6 * 60)  # the person came back after 6 minutes
+            path = tmp_path / f"screen-{turn}.png"
+            path.write_bytes(screen(turn))
+            asyncio.run(agent.send(f"turn {turn}: what changed?", [path]))
+    raws = [r.raw for r in srv.received]
+    first, second, third = (anthropic_images(b) for b in srv.requests)
+    whole = [len(base64.b64encode(screen(n))) for n in (1, 2, 3)]
+    assert [len(i) for i in first] == whole[:1]
+    assert len(second[0]) < whole[0] / 4  # the cache had expired: aged at once
+    assert len(second[1]) == whole[1]  # the new one whole
+    assert third[:2] == second  # and the turn after repeats them...
+    assert shared(raws[1], raws[2]) > 0.95  # ...so the cache written after the pause is read
 
 
 @pytest.mark.parametrize("kind", ["openai", "ollama"])

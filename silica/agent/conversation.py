@@ -10,6 +10,7 @@ The conversation is what gets saved as a session; it never holds base64 or image
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -43,6 +44,7 @@ class Message(BaseModel):
     role: Literal["user", "assistant"]
     content: list[ContentBlock]
     turn: int = Field(ge=0)
+    at: float = 0.0  # when it was added (Unix time; 0: unknown), for aging (agent.render)
 
 
 def _now() -> datetime:
@@ -70,7 +72,8 @@ class Conversation(BaseModel):
             new_turn: bool = False) -> Message:
         """Append a message; ``new_turn`` starts the next turn (a person's message)."""
         message = Message(role=role, content=content,
-                          turn=self.turn + 1 if new_turn or not self.messages else self.turn)
+                          turn=self.turn + 1 if new_turn or not self.messages else self.turn,
+                          at=time.time())
         self.messages.append(message)
         self.updated = _now()
         return message

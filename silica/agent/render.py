@@ -17,8 +17,11 @@ request would hold more than ``aging.step_bytes`` of image base64 with the clock
 (estimated: an image's stored size at full size, at most the low-resolution budget at low
 resolution). Between steps no image changes: each keeps the same bytes, request after
 request, and only new images (at full size) are added. With ``step_turns = 1`` images age
-every turn. The clock is worked out from the conversation alone (``aging_clock``), so a
-resumed session ages exactly as it would have.
+every turn. A turn that starts more than ``aging.cache_seconds`` after the turn before it
+ended is a step as well (``idle_turns``): the provider's prompt cache has expired by then,
+so a step costs nothing the cache still held, and the requests after it are smaller. The
+clock is worked out from the conversation alone (``aging_clock``, with each message's time,
+``Message.at``), so a resumed session ages exactly as it would have.
 
 A model without vision gets ``[Image: <alt>, <W>x<H>, <media type>]`` for every image, and
 so does an image in an assistant message (providers take images from the user side only).
@@ -198,8 +201,9 @@ def build_request(
 
 def aging_clock(conversation: Conversation, info: ModelInfo, aging: AgingSettings) -> int:
     """The turn of the latest aging step (0: none yet), replayed from turn 1 (see the module
-    docstring): a step at each multiple of ``aging.step_turns``, and at any turn whose images
-    would pass ``aging.step_bytes`` of base64 with the clock as it was."""
+    docstring): a step at each multiple of ``aging.step_turns``, at any turn whose images
+    would pass ``aging.step_bytes`` of base64 with the clock as it was, and at any turn in
+    ``idle_turns``."""
     images = sorted((message.turn, _base64_len(block.ref.bytes))
                     for message, block in _user_images(conversation))
     turns = [turn for turn, _ in images]
@@ -211,15 +215,28 @@ def aging_clock(conversation: Conversation, info: ModelInfo, aging: AgingSetting
         return sum(full if _tier(clock - turn, aging) == FULL else min(full, low_cap)
                    for turn, full in images[first:end])
 
+    idle = idle_turns(conversation, aging.cache_seconds)
     clock = total = seen = 0
     for now in range(1, conversation.turn + 1):
         while seen < len(images) and turns[seen] <= now:  # new since the clock: full size
             total += images[seen][1]
             seen += 1
-        if now % aging.step_turns == 0 or total > aging.step_bytes:
+        if now % aging.step_turns == 0 or total > aging.step_bytes or now in idle:
             clock = now
             total = weight(clock, seen)
     return clock
+
+
+def idle_turns(conversation: Conversation, cache_seconds: float) -> set[int]:
+    """The turns whose first message was added more than ``cache_seconds`` after the last
+    message of the turn before (a provider's prompt cache has expired by then); none when
+    ``cache_seconds`` is 0 or a time is unknown (``Message.at`` 0, an older session)."""
+    if cache_seconds <= 0:
+        return set()
+    pairs = zip(conversation.messages, conversation.messages[1:], strict=False)
+    return {message.turn for before, message in pairs
+            if message.turn != before.turn and before.at > 0
+            and message.at - before.at > cache_seconds}
 
 
 def _tier(age: int, aging: AgingSettings) -> str:
