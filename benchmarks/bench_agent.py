@@ -13,8 +13,11 @@
    divided by the bytes of those earlier requests (byte-weighted reuse; the per-request
    shares with their median, min and max beside it); the most byte-weighted reuse any aging
    policy could reach here with the last request within the target (``reuse_ceiling``);
-   the last request's bytes against the last request of the unaged chat; and the
-   ``cache_control`` breakpoints of the last request (present, at most 4).
+   the last request's bytes against the last request of the unaged chat; the
+   ``cache_control`` breakpoints of the last request (present, at most 4); and, report
+   only, the same chat with other aging settings (``POLICIES``): each one's reuse, last
+   request and cost in plain input bytes, counting the prefix a request shares with the one
+   before as a cache read (0.1 a byte) and the rest as a cache write (1.25 a byte).
    The first chat again with ``[anthropic] files_api = true`` (the server speaks the Files API
    too): the image bytes sent over all its turns (the upload requests' bodies, plus any image
    still sent inline as base64) against the base64 of the same requests' images inline (each
@@ -92,6 +95,12 @@ CHAT_SIZE = (1600, 1000)
 STATE_TARGET = 1 * MB
 INFO = ModelInfo(vision=True, limits=ANTHROPIC)
 NO_AGING = AgingSettings(full_turns=1000)
+UNAGED = {"full_turns": 1000}
+WRITE, READ = 1.25, 0.1  # Anthropic's price of a cache write and a cache read, per input byte
+POLICIES = {"a step every turn": {"step_turns": 1, "lowres_turns": 1},
+            "a step every 6 turns": {"step_turns": 6, "lowres_turns": 6}}
+"""Other aging settings the chat runs with, for the cost of reuse (beside the default and
+aging off)."""
 
 
 
@@ -199,7 +208,8 @@ def breakpoints(body: dict) -> list[str]:
 
 
 def chat_session(root: Path, turns: int, *, files_api: bool = False,
-                 aging: dict[str, int] | None = None) -> tuple[Any, list[int]]:
+                 aging: dict[str, int] | None = None,
+                 label: str = "chat") -> tuple[Any, list[int]]:
     """The chat through the agent and the SDK (``[anthropic] files_api`` and ``[aging]`` as
     given); the local server when it is over (what it ``received``, its ``files``) and the
     base64 bytes of each screenshot at full size."""
@@ -209,8 +219,7 @@ def chat_session(root: Path, turns: int, *, files_api: bool = False,
     from silica.agent.loop import Agent
     from silica.config import Settings
 
-    name = "chat-files" if files_api else "chat-unaged" if aging else "chat"
-    folder = root / f"{name}-{turns}"
+    folder = root / f"{label}-files-{turns}" if files_api else root / f"{label}-{turns}"
     (folder / ".git").mkdir(parents=True)  # tool discovery stops here
     paths, full = [], []
     for turn in range(1, turns + 1):
@@ -251,6 +260,36 @@ def reuse_ceiling(unaged: list[int], full: list[int]) -> float:
     return 1 - lost / sum(unaged[:-1])
 
 
+def cache_cost(raws: list[bytes]) -> tuple[float, float]:
+    """Byte-weighted reuse of ``raws`` (request bodies in order) and what they cost in plain
+    input bytes if each request reads from the cache the prefix it shares with the one before
+    (``READ`` a byte) and writes the rest (``WRITE`` a byte)."""
+    shared = [shared_prefix(a, b) for a, b in zip(raws, raws[1:], strict=False)]
+    written = [len(raws[0])] + [len(b) - n for b, n in zip(raws[1:], shared, strict=True)]
+    return (sum(shared) / sum(len(a) for a in raws[:-1]),
+            WRITE * sum(written) + READ * sum(shared))
+
+
+def bench_costs(root: Path, turns: int, default: list[bytes], unaged: list[bytes]) -> Row:
+    """The chat's reuse, last request and cost with the default aging, other settings
+    (``POLICIES``) and aging off: more reuse can cost more."""
+    runs = {"default": default}
+    for name, aging in POLICIES.items():
+        srv, _ = chat_session(root, turns, aging=aging, label=name.replace(" ", "-"))
+        runs[name] = [r.raw for r in srv.received]
+    runs["aging off"] = unaged
+    parts = []
+    for name, raws in runs.items():
+        reuse, cost = cache_cost(raws)
+        parts.append(f"{name}: reuse {reuse:.3f}, last {len(raws[-1]) / len(unaged[-1]):.3f}×, "
+                     f"cost {cost / MB:.2f} MB")
+    base = cache_cost(default)[1]
+    return Row(f"{turns}-turn chat: byte-weighted reuse, last request vs aging off, and cost "
+               f"(cache writes {WRITE}, reads {READ} of a plain input byte) by aging setting",
+               "; ".join(parts), f"default {base / cache_cost(unaged)[1]:.3f}× of aging off",
+               "report only", "INFO")
+
+
 def three(x: float) -> str:
     return f"{x:.3f}"
 
@@ -258,11 +297,11 @@ def three(x: float) -> str:
 def bench_chat(root: Path, turns: int) -> list[Row]:
     srv, full = chat_session(root, turns)
     raws, bodies = [r.raw for r in srv.received], srv.requests
-    unaged_srv, _ = chat_session(root, turns, aging={"full_turns": 1000})
+    unaged_srv, _ = chat_session(root, turns, aging=UNAGED, label="unaged")
     unaged = [len(r.raw) for r in unaged_srv.received]
     shared = [shared_prefix(a, b) for a, b in zip(raws, raws[1:], strict=False)]
     ratios = [s / len(a) for s, a in zip(shared, raws, strict=False)]
-    weighted = sum(shared) / sum(len(a) for a in raws[:-1])
+    weighted, _ = cache_cost(raws)
     ceiling = reuse_ceiling(unaged, full)
     last = len(raws[-1])
     marks = breakpoints(bodies[-1])
@@ -288,6 +327,7 @@ def bench_chat(root: Path, turns: int) -> list[Row]:
         Row.judged(f"cache_control breakpoints in the last of the {turns} requests",
                    ", ".join(marks) or "none", len(marks), f"{len(marks)}",
                    f"1 to {MAX_BREAKPOINTS}", 1 <= len(marks) <= MAX_BREAKPOINTS),
+        bench_costs(root, turns, raws, [r.raw for r in unaged_srv.received]),
     ]
 
 
