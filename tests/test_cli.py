@@ -169,6 +169,32 @@ def test_light_commands_import_no_sdk_and_no_pillow(examples, argv):
     assert "HEAVY []" in done.stderr, done.stderr
 
 
+def modules_after(argv: list[str]) -> set[str]:
+    """Every module ``silica ARGV`` imports (read from ``python -X importtime``)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "silica", *argv],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+def test_tools_list_imports_nothing_to_run_or_call_tools(examples):
+    modules_after(["tools", "list", "--json"])  # reads and caches the specs
+    modules = modules_after(["tools", "list", "--json"])
+    running = {"asyncio", "silica.tools.confined", "silica.tools.runner",
+               "silica.results.pipeline", "silica.tools.workers"}
+    assert not modules & running, modules & running  # nothing runs: every spec is cached
+    assert not {m for m in modules if m.startswith(("silica.providers", "silica.mcp"))}
+
+
+def test_tools_run_imports_no_sdk_pillow_or_mcp_for_a_text_result(examples):
+    modules = modules_after(["tools", "run", "hello", "--input", '{"name": "x"}'])
+    heavy = {m.split(".")[0] for m in modules} & {"anthropic", "openai", "PIL", "mcp",
+                                                  "uvicorn", "starlette", "httpx"}
+    assert not heavy, heavy
+    assert not {m for m in modules if m.startswith("silica.mcp")}
+
+
 def test_run_fits_images_to_the_chosen_provider(user_tools):
     buf = io.BytesIO()
     Image.new("RGB", (3000, 1000), (10, 120, 200)).save(buf, format="WEBP")

@@ -93,9 +93,15 @@ def toolbox(provider: str | None = "anthropic") -> Toolbox:
     return Toolbox(settings=settings, image_limits=chosen.model_info(model).limits)
 
 
-def discover_tools() -> Discovery:
+def listing_toolbox() -> Toolbox:
+    """A Toolbox with the user's settings, for commands that only find and show tools: no
+    provider is chosen (image limits matter only to a call), so none is imported."""
+    return Toolbox(settings=user_settings())
+
+
+def discover_tools(box: Toolbox | None = None) -> Discovery:
     with spec_progress() as update:
-        found = toolbox().discover(progress=update)
+        found = (box or listing_toolbox()).discover(progress=update)
     for warning in found.warnings:
         warn(warning)
     return found
@@ -171,13 +177,14 @@ def list_tools(*, json_: JsonFlag = False,
         Start every MCP server to list its tools, instead of showing the list it gave last
         time (origin "mcp:NAME (cached)").
     """
-    if refresh:
-        found = discover_tools()
+    box = listing_toolbox()
+    if refresh or not box.settings.mcp.enabled():  # no server: nothing to take from a cache
+        found = discover_tools(box)
     else:
         from silica.mcp.source import cached_listing
 
         with cached_listing():
-            found = discover_tools()
+            found = discover_tools(box)
     if json_:
         print_json([t.to_row() for t in found.all_tools])
         return
@@ -284,7 +291,7 @@ def new(name: str, *, project: Annotated[bool, Parameter(negative="")] = False):
     from silica.tools.scaffold import new_tool
 
     folder = project_tool_folder(Path.cwd()) if project else user_tools_dir()
-    box = toolbox()
+    box = listing_toolbox()
     builtin = _builtin(name, box)
     if builtin and not box.options.allow_shadow_builtins:
         fail(f"{name!r} is the name of silica's built-in tool, which would be used instead "
@@ -322,7 +329,7 @@ def _builtin(name: str, box: Toolbox) -> bool:
 
 
 def _get(name: str, box: Toolbox | None = None) -> Tool:
-    box = box or toolbox()
+    box = box or listing_toolbox()
     with spec_progress() as update:
         box.discover(progress=update)
     return box.get(name)

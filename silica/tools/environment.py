@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from silica.security.env import EnvPolicy
 from silica.security.sandbox import SandboxPolicy
-from silica.tools.confined import Sandboxed
 from silica.tools.model import Tool
+
+if TYPE_CHECKING:  # running (asyncio and the runner) is not needed to list tools
+    from silica.tools.confined import Sandboxed
 
 
 def tool_env(pm, path: Path, policy: EnvPolicy | None = None,
@@ -39,6 +42,8 @@ def tool_sandbox(policy: SandboxPolicy | None, path: Path, tools: Sequence[Tool]
     names it runs as; none for a ``--toolspec`` run), writing to ``workspace`` (if any)."""
     if policy is None:
         return None
+    from silica.tools.confined import Sandboxed
+
     network: list[str] = []
     write: list[str] = []
     display = False

@@ -35,7 +35,6 @@ from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
 from silica.paths import cache_dir, silica_home
 from silica.plugins import call_each, get_plugin_manager
-from silica.results.pipeline import build_result, place_images
 from silica.security.env import EnvPolicy, withhold_from_environment
 from silica.security.sandbox import SandboxPolicy
 from silica.security.text import safe_text
@@ -51,7 +50,6 @@ from silica.tools.discovery import (
 )
 from silica.tools.environment import granted_env, tool_env, tool_sandbox
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
-from silica.tools.workers import off_loop
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -197,6 +195,9 @@ class Toolbox:
                                                     workspace=self.cwd, cache_folder=caches),
                                env=env, timeout=timeout, cache_folder=caches / "envs",
                                stdout_cap=self.stdout_cap, on_stderr_line=on_stderr_line)
+        from silica.results.pipeline import build_result  # calls only: a listing needs none
+        from silica.tools.workers import off_loop
+
         # Images are checked off the event loop, within what is left of the call's time.
         work = partial(build_result, raw, self.pm, self.image_limits, deadline=deadline)
         return await off_loop(work, deadline=deadline,
@@ -227,6 +228,8 @@ class Toolbox:
         if not any(isinstance(b, ImageBlock) for b in result.blocks):
             blocks = list(result.blocks)  # nothing to check: no hop to the work pool
         else:
+            from silica.tools.workers import off_loop
+
             blocks = await off_loop(partial(self._prepare_blocks, tool, result.blocks, deadline),
                                     deadline=deadline,
                                     what=f"checking the images of {tool.name}")
@@ -243,6 +246,8 @@ class Toolbox:
 
         Each prepared block (image or notice) keeps the ``audience`` of the image it came
         from; a notice standing for several images has theirs if they all share one."""
+        from silica.results.pipeline import place_images
+
         images = [b for b in given if isinstance(b, ImageBlock)]
         payloads = [ImagePayload(data=b.data, declared_type=b.media_type,
                                  source=b.source or tool.name) for b in images]
