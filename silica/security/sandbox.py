@@ -23,6 +23,7 @@ tool asked for in its metadata (``network: api.example.org``, ``write: ~/Picture
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -169,12 +170,7 @@ class SandboxPolicy:
                    display_grants=tuple(tools.display_grant))
 
     def hidden(self) -> tuple[Path, ...]:
-        paths = [self.home / rel for rel in HIDDEN_IN_HOME]
-        if self.silica_home is not None:
-            paths.append(self.silica_home)
-        runtime = Path(f"/run/user/{os.getuid()}")
-        paths += [runtime, *map(Path, HIDDEN_SYSTEM), *self.deny_read]
-        return tuple(dict.fromkeys(p.absolute() for p in paths))
+        return _hidden(self.home, self.silica_home, self.deny_read, os.getcwd())
 
     def confinement(self, *, label: str, workspace: Path | None,
                     network: Sequence[str] = (), writable: Iterable[Path] = (),
@@ -224,12 +220,26 @@ class SandboxPolicy:
                              asked_display)
 
 
-def _own_code() -> list[Path]:
+@functools.lru_cache(maxsize=8)
+def _hidden(home: Path, silica_home: Path | None, deny_read: tuple[Path, ...],
+            cwd: str) -> tuple[Path, ...]:
+    """The hidden paths of a policy, absolute from ``cwd``; made once per process, policy and
+    working folder (``silica tools list`` asks for every tool's)."""
+    paths = [home / rel for rel in HIDDEN_IN_HOME]
+    if silica_home is not None:
+        paths.append(silica_home)
+    runtime = Path(f"/run/user/{os.getuid()}")
+    paths += [runtime, *map(Path, HIDDEN_SYSTEM), *deny_read]
+    return tuple(dict.fromkeys(p.absolute() for p in paths))
+
+
+@functools.cache
+def _own_code() -> tuple[Path, ...]:
     import sys
 
     import silica
 
-    return [Path(silica.__file__).parent.absolute(), Path(sys.prefix).absolute()]
+    return (Path(silica.__file__).parent.absolute(), Path(sys.prefix).absolute())
 
 
 def check_write_grant(path: str, home: Path | None = None) -> Path:
