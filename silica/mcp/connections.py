@@ -516,7 +516,16 @@ def _record_spawns() -> None:
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` is still this process's child and not a zombie (never a stranger
-    that reused the pid)."""
+    that reused the pid). Asked before every call: one ``waitid`` that reaps nothing
+    (``WNOWAIT``), not a file read."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is not None:
+        try:
+            return waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:  # not a child of this process, or already reaped
+            return False
+        except OSError:  # waitid refused here: ask procfs below
+            pass
     if not os.path.isdir("/proc/self"):  # no procfs: ask the kernel, less precisely
         try:
             os.kill(pid, 0)
