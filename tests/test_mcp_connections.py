@@ -100,6 +100,67 @@ def test_twenty_concurrent_calls_share_one_connection(tmp_path):
     assert len(pids(pidfile)) == 1
 
 
+def test_concurrent_calls_pipeline_on_one_connection_and_answers_find_their_calls(tmp_path):
+    """Twenty calls at once, answered in the reverse order they were made: each caller gets
+    its own answer, from the one server process, and they overlap rather than queue."""
+    pidfile = tmp_path / "pids"
+    box = box_of(st=state("--pidfile", str(pidfile)))
+
+    async def go():
+        await box.adiscover()
+        calls = (box.acall("st__later", {"text": f"call {i}", "seconds": (20 - i) * 0.05})
+                 for i in range(20))
+        return await asyncio.wait_for(asyncio.gather(*calls), WAIT)
+
+    assert [r.text for r in asyncio.run(go())] == [f"call {i}" for i in range(20)]
+    assert len(pids(pidfile)) == 1
+
+
+def test_calls_from_several_loops_at_once_each_get_their_own_answers(tmp_path):
+    """Callers on their own event loops (threads) share the one connection; every answer
+    goes back to the loop that asked."""
+    pidfile = tmp_path / "pids"
+    box = box_of(st=state("--pidfile", str(pidfile)))
+    box.discover()
+
+    def caller(n: int) -> list[str]:
+        async def go():
+            calls = (box.acall("st__later", {"text": f"{n}.{i}", "seconds": (5 - i) * 0.02})
+                     for i in range(5))
+            return [r.text for r in await asyncio.wait_for(asyncio.gather(*calls), WAIT)]
+        return asyncio.run(go())
+
+    got: dict[int, list[str]] = {}
+    threads = [threading.Thread(target=lambda n=n: got.__setitem__(n, caller(n)))
+               for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert got == {n: [f"{n}.{i}" for i in range(5)] for n in range(4)}
+    assert len(pids(pidfile)) == 1
+
+
+def test_a_caller_that_gives_up_cancels_its_call_and_the_connection_stays(tmp_path):
+    log, pidfile = tmp_path / "cancelled", tmp_path / "pids"
+    box = box_of(st=state("--cancel-log", str(log), "--pidfile", str(pidfile)))
+    assert box.call("st__count").text == "1"
+
+    async def give_up():
+        call = asyncio.ensure_future(box.acall("st__slow", {"seconds": 300}))
+        done, _ = await asyncio.wait([call], timeout=1)
+        assert not done
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(give_up())
+    wait_until(lambda: log.exists() and "cancelled" in log.read_text(),
+               "the server never heard that the caller gave up")
+    assert box.call("st__count").text == "2"  # same process, state kept
+    assert len(pids(pidfile)) == 1
+
+
 def test_a_server_that_dies_mid_call_is_an_error_and_is_started_again(tmp_path):
     pidfile = tmp_path / "pids"
     box = box_of(st=state("--pidfile", str(pidfile)))

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from silica.blocks import ToolResult
@@ -315,6 +316,36 @@ class _Connection:
         task.add_done_callback(self._tasks.discard)
 
 
+@dataclass
+class _Hop:
+    """One call from a caller's loop to the manager's: the coroutine, the caller's waiter,
+    and the task running it on the manager's loop once started."""
+
+    coro: Coroutine[Any, Any, Any]
+    waiter: asyncio.Future
+    caller: asyncio.AbstractEventLoop
+    task: asyncio.Task | None = None
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        """On the manager's loop: the caller gave up; stop the call (or never start it)."""
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def settle(self) -> None:
+        """On the caller's loop: the task's outcome, given to the waiter."""
+        task = self.task
+        if self.waiter.done() or task is None:
+            return
+        if task.cancelled():
+            self.waiter.cancel()
+        elif (exc := task.exception()) is not None:
+            self.waiter.set_exception(exc)
+        else:
+            self.waiter.set_result(task.result())
+
+
 class McpConnections:
     """The process's MCP connections (see the module's docstring); thread-safe."""
 
@@ -323,6 +354,8 @@ class McpConnections:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connections: dict[str, _Connection] = {}
         self._listeners: list[Listener] = []
+        self._inbox: list[_Hop] = []  # calls from other loops, for the manager's loop
+        self._outbox: dict[asyncio.AbstractEventLoop, list[_Hop]] = {}  # answers, per loop
         self.save: Callable[[str, McpServerSettings, list[Any]], None] = lambda *_: None
         """Called with each list fetched live (``silica.mcp.source`` keeps it on disk)."""
         self.sandbox: SandboxPolicy | None = None
@@ -335,7 +368,7 @@ class McpConnections:
         """The server's tools and a note (empty, or what was left out); raises
         ``McpServerError`` when it cannot be started or listed."""
         conn = self._connection(name, server, default_timeout)
-        return await asyncio.wrap_future(self._submit(conn.listing()))
+        return await self._hop(conn.listing())
 
     def list_all_blocking(self, servers: dict[str, McpServerSettings], default_timeout: float
                           ) -> list[tuple[list[Any], str] | McpServerError]:
@@ -358,10 +391,10 @@ class McpConnections:
         conn = self._connection(name, server, default_timeout)
 
         async def read_resource(uri: str) -> Any:
-            return await asyncio.wrap_future(self._submit(conn.read_resource(uri)))
+            return await self._hop(conn.read_resource(uri))
 
         try:
-            result = await asyncio.wrap_future(self._submit(conn.call(tool, arguments)))
+            result = await self._hop(conn.call(tool, arguments))
         except McpServerError as exc:
             return ToolResult.error(str(exc))
         return await result_of(name, result, read_resource)
@@ -409,7 +442,7 @@ class McpConnections:
                                                             startup)
             return conn
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def _manager_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
                 _record_spawns()
@@ -418,8 +451,65 @@ class McpConnections:
                                  name="silica-mcp").start()
                 atexit.register(self.close)
                 stop_on_sigterm()
-            loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop)
+            return self._loop
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the manager's loop, for a caller with no loop (or at exit)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._manager_loop())
+
+    async def _hop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the manager's loop from the caller's. Calls made together go
+        over in one batch and their answers come back in one: each loop is woken once per
+        batch, not once per call. Cancelling the caller cancels the call."""
+        loop = self._manager_loop()
+        caller = asyncio.get_running_loop()
+        if caller is loop:  # a listener's or the manager's own work: no hop
+            return await coro
+        hop = _Hop(coro, caller.create_future(), caller)
+        with self._lock:
+            self._inbox.append(hop)
+            wake = len(self._inbox) == 1  # else a wake-up is on its way already
+        if wake:
+            loop.call_soon_threadsafe(self._take)
+        try:
+            return await hop.waiter
+        except asyncio.CancelledError:
+            with contextlib.suppress(RuntimeError):  # the manager's loop is closed: it ran
+                loop.call_soon_threadsafe(hop.cancel)
+            raise
+
+    def _take(self) -> None:
+        """On the manager's loop: start every call waiting in the inbox."""
+        with self._lock:
+            hops, self._inbox = self._inbox, []
+        for hop in hops:
+            if hop.cancelled:
+                hop.coro.close()
+                continue
+            hop.task = asyncio.get_running_loop().create_task(hop.coro)
+            hop.task.add_done_callback(partial(self._answer, hop))
+
+    def _answer(self, hop: _Hop, task: asyncio.Task) -> None:
+        """On the manager's loop: send a finished call's outcome to its caller's loop."""
+        if not task.cancelled():
+            task.exception()  # retrieved here: a caller that left does not make it a warning
+        with self._lock:
+            box = self._outbox.setdefault(hop.caller, [])
+            box.append(hop)
+            wake = len(box) == 1
+        if wake:
+            try:
+                hop.caller.call_soon_threadsafe(self._deliver, hop.caller)
+            except RuntimeError:  # the caller's loop is closed: nobody waits for these
+                with self._lock:
+                    self._outbox.pop(hop.caller, None)
+
+    def _deliver(self, caller: asyncio.AbstractEventLoop) -> None:
+        """On a caller's loop: hand every outcome that came back to its waiter."""
+        with self._lock:
+            hops = self._outbox.pop(caller, [])
+        for hop in hops:
+            hop.settle()
 
     def pids(self) -> list[int]:
         """The stdio servers running now (each leads its own process group)."""

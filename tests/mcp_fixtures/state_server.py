@@ -6,9 +6,9 @@
 ``cancelled`` whenever a call of ``slow`` is cancelled; ``--tools N`` adds N tools
 ``t0..``; ``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT (``/mcp``) instead of
 stdio (``--sse PORT``: the older HTTP+SSE transport, at ``/sse``). Tools: ``count`` (1, 2,
-3, ... per process), ``slow``, ``die``, ``where`` (the working directory), ``header`` (a
-request header, over HTTP), ``grow`` (adds a tool and says so with a tools-list-changed
-event).
+3, ... per process), ``slow``, ``later`` (its text, after a pause), ``die``, ``where``
+(the working directory), ``header`` (a request header, over HTTP), ``grow`` (adds a tool
+and says so with a tools-list-changed event).
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ async def slow(seconds: float) -> str:
                 f.write("cancelled\n")
         raise
     return "awake"
+
+
+@server.tool()
+async def later(text: str, seconds: float) -> str:
+    """Say ``text`` back after ``seconds``: calls made together are answered out of order."""
+    await anyio.sleep(seconds)
+    return text
 
 
 @server.tool()
