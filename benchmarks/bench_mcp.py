@@ -149,11 +149,17 @@ async def _calls(b: Bench, peer: Peer, calls: int, concurrent: int) -> list[Row]
                 checked(text, got, "ClientSession.call_tool")
                 return got
 
-            def timed(step: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[float]]:
+            cpu: dict[str, list[float]] = {"box": [], "session": []}
+
+            def timed(step: Callable[[], Awaitable[Any]],
+                      side: str = "") -> Callable[[], Awaitable[float]]:
                 async def run() -> float:
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     await bounded(step())
-                    return time.perf_counter() - started
+                    took = time.perf_counter() - started
+                    if side:  # this process's CPU (every thread), the server's not counted
+                        cpu[side].append(time.process_time() - used)
+                    return took
                 return run
 
             async def box_batch() -> list[str]:
@@ -163,12 +169,14 @@ async def _calls(b: Bench, peer: Peer, calls: int, concurrent: int) -> list[Row]
                 return list(await asyncio.gather(
                     *(session_one(f"c{i}") for i in range(concurrent))))
 
-            steps = {"box": timed(lambda: box_one("hi")),
-                     "session": timed(lambda: session_one("hi")),
+            steps = {"box": timed(lambda: box_one("hi"), "box"),
+                     "session": timed(lambda: session_one("hi"), "session"),
                      "box_batch": timed(box_batch), "session_batch": timed(session_batch)}
             for step in steps.values():  # warm-up: both connections up, code paths loaded
                 await step()
             times: dict[str, list[float]] = {"box": [], "session": []}
+            cpu["box"].clear()
+            cpu["session"].clear()
             for i in range(calls):  # call by call, alternating which side goes first
                 for side in ("box", "session") if i % 2 == 0 else ("session", "box"):
                     times[side].append(await steps[side]())
@@ -187,7 +195,9 @@ async def _calls(b: Bench, peer: Peer, calls: int, concurrent: int) -> list[Row]
     per_call = Row.judged(
         f"per call, trivial tool ({peer.label} server, stdio): `Toolbox.acall` vs one "
         f"`ClientSession`, {calls} calls each, interleaved call by call",
-        f"{spread(times['box'], ms2)} vs {spread(times['session'], ms2)}",
+        f"{spread(times['box'], ms2)} vs {spread(times['session'], ms2)}; CPU of this "
+        f"process per call (all its threads): {ms2(med(cpu['box'][:calls]))} vs "
+        f"{ms2(med(cpu['session'][:calls]))}",
         ratio, f"{ratio:.2f}×", "≤ 1.20×", ratio <= 1.2)
     one, wall, session_wall = (med(rounds[k]) for k in ("one", "box_batch", "session_batch"))
     together_ratio = wall / one
