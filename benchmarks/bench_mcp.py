@@ -252,12 +252,15 @@ def npm_install(folder: Path) -> Path | str:
 
 
 async def _npm_rows(scope: Path, memory_file: Path) -> tuple[Row, Row]:
+    # A confined server writes only where it starts: its graph file lives in its own folder.
+    memory_file.parent.mkdir(parents=True, exist_ok=True)
     memory = McpServerSettings(command="node",
                                args=[str(scope / "server-memory" / "dist" / "index.js")],
-                               env={"MEMORY_FILE_PATH": str(memory_file)})
+                               env={"MEMORY_FILE_PATH": str(memory_file)},
+                               cwd=str(memory_file.parent))
     everything = McpServerSettings(
         command="node", args=[str(scope / "server-everything" / "dist" / "index.js"), "stdio"])
-    box = Toolbox(cwd=memory_file.parent, home=memory_file.parent / "home-npm",
+    box = Toolbox(cwd=memory_file.parent.parent, home=memory_file.parent.parent / "home-npm",
                   settings=Settings(mcp=McpSettings(
                       servers={"memory": memory, "everything": everything}, timeout=60)))
     try:
@@ -268,6 +271,8 @@ async def _npm_rows(scope: Path, memory_file: Path) -> tuple[Row, Row]:
         made = await bounded(box.acall("memory__create_entities", {"entities": [entity]}))
         graph = await bounded(box.acall("memory__read_graph", {}))
         kept = not made.is_error and not graph.is_error and "Benchmark_Ada" in graph.text
+        if made.is_error:  # say why the entity is not there, not only that it is not
+            graph = made
         first = await bounded(box.acall("everything__toggle-subscriber-updates", {}))
         second = await bounded(box.acall("everything__toggle-subscriber-updates", {}))
         toggled = first.text.startswith("Started") and second.text.startswith("Stopped")
@@ -382,7 +387,7 @@ def main() -> int:
         rows.append(asyncio.run(_counter(b)))
         if isinstance(scope, Path):
             note("kept state: npm server-memory and server-everything")
-            rows.extend(asyncio.run(_npm_rows(scope, root / "memory.jsonl")))
+            rows.extend(asyncio.run(_npm_rows(scope, root / "memory" / "memory.jsonl")))
         else:
             for measure in ("npm server-memory: entity created, then read back",
                             "npm server-everything: toggle-subscriber-updates twice"):
