@@ -494,6 +494,10 @@ class McpConnections:
         if not task.cancelled():
             task.exception()  # retrieved here: a caller that left does not make it a warning
         with self._lock:
+            for gone in [loop for loop in self._outbox if loop.is_closed()]:
+                del self._outbox[gone]  # closed before its answers were handed over
+            if hop.caller.is_closed():
+                return
             box = self._outbox.setdefault(hop.caller, [])
             box.append(hop)
             wake = len(box) == 1
