@@ -30,7 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import Row, bench_parser, console, med, ms, note, report, spread, temporary_folder
+from common import (
+    Row,
+    bench_parser,
+    console,
+    load_line,
+    med,
+    ms,
+    note,
+    report,
+    spread,
+    temporary_folder,
+)
 
 from silica.config import McpServerSettings, McpSettings, Settings
 from silica.tools.toolbox import Toolbox
@@ -365,7 +376,7 @@ def main() -> int:
                                       text=True).stdout.strip() if node else "none"
         console.print(f"silica MCP benchmark: {os.cpu_count()} CPUs, node {node_version}, "
                       f"calls {opts.calls}, concurrent {opts.concurrent}, "
-                      f"repeat {opts.repeat}", soft_wrap=True)
+                      f"repeat {opts.repeat}; {load_line()}", soft_wrap=True)
 
         rows: list[Row] = []
         scope: Path | str = "--no-npm" if opts.no_npm else "no node/npm on PATH"
@@ -396,6 +407,7 @@ def main() -> int:
         note(f"warm silica tools list --json with 3 servers vs none ({opts.repeat} runs each)")
         rows.append(bench_listing(b, opts.repeat))
 
+    console.print(f"at the end: {load_line()}", soft_wrap=True)
     return report(rows, title="silica MCP benchmark", command=command, started=started,
                   strict=opts.strict, verdict_width=12)
 
