@@ -161,6 +161,25 @@ def test_a_caller_that_gives_up_cancels_its_call_and_the_connection_stays(tmp_pa
     assert len(pids(pidfile)) == 1
 
 
+def test_answers_left_for_a_closed_event_loop_are_let_go():
+    """A caller's loop that closed before its answers were handed over (its hand-over was
+    queued, never run) is not kept, with those answers, for the life of the process."""
+    from silica.mcp.connections import McpConnections, _Hop
+
+    manager = McpConnections()
+    gone = asyncio.new_event_loop()
+    stale = _Hop(asyncio.sleep(0), gone.create_future(), gone)
+    stale.coro.close()
+    gone.close()
+    manager._outbox[gone] = [stale]  # the hand-over that the closed loop never ran
+
+    async def one_call() -> str:
+        return await manager._hop(asyncio.sleep(0, "answered"))
+
+    assert asyncio.run(one_call()) == "answered"
+    assert gone not in manager._outbox
+
+
 def test_a_server_that_dies_mid_call_is_an_error_and_is_started_again(tmp_path):
     pidfile = tmp_path / "pids"
     box = box_of(st=state("--pidfile", str(pidfile)))
