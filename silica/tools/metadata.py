@@ -20,7 +20,10 @@ X display. The user grants each in config (see ``silica.security.env`` and
 from __future__ import annotations
 
 import ast
+import inspect
+import io
 import re
+import tokenize
 
 from silica.tools.model import ToolMetadata
 
@@ -29,11 +32,34 @@ _TRUE = {"true", "yes", "1", "on"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+_SKIP = {tokenize.ENCODING, tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT}
+
+
 def module_docstring(source: str) -> str:
+    """The module's docstring, as ``ast.get_docstring`` gives it, read from the first
+    logical line only: discovery reads every tool file at every listing, and parsing each
+    whole file was most of a warm listing's work."""
+    strings: list[str] = []
+    opened = closed = 0  # parentheses around the strings: ("a" "b") is a docstring too
     try:
-        return ast.get_docstring(ast.parse(source)) or ""
-    except (SyntaxError, ValueError):
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in _SKIP:
+                continue
+            if tok.type == tokenize.STRING and not closed:
+                strings.append(tok.string)
+            elif tok.exact_type == tokenize.LPAR and not strings:
+                opened += 1
+            elif tok.exact_type == tokenize.RPAR and strings and closed < opened:
+                closed += 1
+            elif (tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER)
+                  or tok.exact_type == tokenize.SEMI) and strings and closed == opened:
+                break
+            else:
+                return ""  # the first statement is not a lone string
+        doc = ast.literal_eval(" ".join(strings))
+    except (SyntaxError, ValueError, tokenize.TokenError, MemoryError, RecursionError):
         return ""
+    return inspect.cleandoc(doc) if isinstance(doc, str) else ""
 
 
 def parse_metadata(source: str) -> ToolMetadata:
