@@ -9,7 +9,8 @@ A real ``silica chat`` process (installed as a package would be: bytecode writte
 person's messages go in on its stdin, one line a turn (a pipe: chat reads a line at a time,
 and prints the reply on stdout). Turn ``k`` of ``--turns``: the person asks; on every
 ``--every``-th turn the scripted model first calls the ``screenshot`` tool (a real PEP 723
-tool run by ``uv``) which returns a different 1024x640 desktop-like PNG each call, then
+tool run by ``uv``) which returns a different 1024x640 desktop-like PNG each call (about
+190 KB; no two alike, as on a screen that changes), then
 answers in about 300 characters; on the other turns it only answers. After each reply the
 script reads ``VmRSS`` and ``VmHWM`` of the chat process from ``/proc/PID/status``.
 
@@ -68,8 +69,7 @@ if "--toolspec" in sys.argv:
                                        "properties": {"n": {"type": "integer"}}}}))
 else:
     n = int(sys.argv[-1].split("=", 1)[-1]) if len(sys.argv) > 1 else 0
-    shots = sorted(Path(__file__).parent.joinpath("shots").glob("*.png"))
-    data = shots[n % len(shots)].read_bytes()
+    data = (Path(__file__).parent / "shots" / f"{n}.png").read_bytes()
     print(json.dumps({"label": f"screen {n}", "media_type": "image/png",
                       "base64": base64.b64encode(data).decode()}))
 '''
@@ -201,8 +201,8 @@ def main() -> int:
         (project / ".git").mkdir(parents=True)
         (tools / "shots").mkdir(parents=True)
         (tools / "screenshot.py").write_text(TOOL, encoding="utf-8")
-        for seed in range(8):
-            (tools / "shots" / f"{seed}.png").write_bytes(small_screenshot(seed))
+        for turn in range(opts.every, opts.turns + 1, opts.every):  # a new picture each call
+            (tools / "shots" / f"{turn}.png").write_bytes(small_screenshot(turn))
         exe = Path(sys.executable).parent / "silica"
         silica = [str(exe)] if exe.exists() else [sys.executable, "-m", "silica"]
         env = {k: v for k, v in installed_env().items()
@@ -226,6 +226,8 @@ def main() -> int:
                           f"{kib(rss[FIRST - 1])}, turn {opts.turns} {kib(rss[-1])}; "
                           f"VmHWM {kib(seen[-1]['VmHWM'])}; slope {kib(slopes[-1])}/turn",
                           soft_wrap=True)
+            console.print("    VmRSS by turn, MiB: " + " ".join(f"{r / KIB / KIB:.1f}"
+                                                                for r in rss), soft_wrap=True)
     growth = med(slopes)
     rows = [
         Row.judged(f"`silica chat` VmRSS growth per turn, turns {FIRST}-{opts.turns} "
