@@ -41,9 +41,12 @@ check becomes a ``[image dropped: ...]`` notice. No base64 is made here.
 
 Fitted images are cached in memory (``FIT_CACHE``, a bounded LRU keyed by store folder, image
 id, limits, ``many`` and lossiness), so rebuilding the request each turn does not re-read or
-re-encode an image. A cached fit is used without reading the file again. Fitting is
-deterministic (the same stored image and limits give the same bytes), so an image re-fitted
-after the cache let it go, or in another process, is sent byte for byte as before.
+re-encode an image. Each request keeps only its own session's fits that it sends: a fit an
+aging step replaced (an image now at low resolution, or text) is let go, so a long session
+holds the fits of one request, not of every image it has seen. A cached fit is used without
+reading the file again. Fitting is deterministic (the same stored image and limits give the
+same bytes), so an image re-fitted after the cache let it go, or in another process, is sent
+byte for byte as before.
 """
 
 from __future__ import annotations
@@ -118,6 +121,13 @@ class FitCache:
                 _, dropped = self._items.popitem(last=False)
                 self._bytes -= _weight(dropped)
 
+    def retain(self, folder: str, keys: set[Hashable]) -> None:
+        """Drop the fits of store ``folder`` (a key's first item) other than ``keys``."""
+        with self._lock:
+            for key in [k for k in self._items if isinstance(k, tuple) and k[0] == folder
+                        and k not in keys]:
+                self._bytes -= _weight(self._items.pop(key))
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -169,6 +179,7 @@ def build_request(
     limits = {FULL: info.limits, LOWRES: lowres_limits(info.limits, aging.lowres_px)}
     lossy = aging.lowres_lossy
     next_tier = iter(tiers)
+    used: set[Hashable] = set()  # the cache keys of this request's images
 
     def image(block: ImageRefBlock, message: Message) -> ImageBlock | TextBlock:
         ref = block.ref
@@ -177,7 +188,7 @@ def build_request(
         tier = next(next_tier)
         if tier == EARLIER:
             return TextBlock(text=f"[Earlier image: {_label(block)}]")
-        return _fitted(store, block, limits[tier], many, tier == LOWRES and lossy, cache)
+        return _fitted(store, block, limits[tier], many, tier == LOWRES and lossy, cache, used)
 
     def resolve(block: Any, message: Message) -> Any:
         if isinstance(block, ImageRefBlock):
@@ -195,6 +206,7 @@ def build_request(
         RequestMessage(role=m.role, content=[resolve(b, m) for b in m.content if for_model(b)])
         for m in conversation.messages
     ]
+    cache.retain(str(store.folder), used)  # aged fits are never sent again: let them go
     return Request(model=model, system=system or conversation.system, tools=tools,
                    messages=messages, max_tokens=max_tokens, session_id=conversation.id)
 
@@ -281,9 +293,10 @@ def _user_images(conversation: Conversation) -> Iterator[tuple[Message, ImageRef
 
 
 def _fitted(store: ImageStore, block: ImageRefBlock, limits: ImageLimits, many: bool,
-            lossy: bool, cache: FitCache) -> ImageBlock | TextBlock:
+            lossy: bool, cache: FitCache, used: set[Hashable]) -> ImageBlock | TextBlock:
     ref = block.ref
     key = (str(store.folder), ref.id, limits, many, lossy, block.alt)
+    used.add(key)
     found = cache.get(key)
     if found is not None:
         return found
