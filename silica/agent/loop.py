@@ -277,6 +277,7 @@ class Agent:
         if not self._warmed:  # the SDK is imported in a thread while the tools are found
             self._warmed = True
             warm_up(self.provider)
+            _tuned_malloc()  # before the turn's large buffers
         with self._lock():
             self.catch_up()
             try:
@@ -419,22 +420,32 @@ class Agent:
         return True
 
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 128 * 1024  # glibc's starting value: blocks this large get pages of their own
+
+
 def release_memory() -> None:
     """Hand the memory a turn freed back to the system (glibc's ``malloc_trim``; elsewhere
-    nothing): a turn's requests, decoded images and fits are transient, and without this the
-    allocator keeps each new high-water mark of every thread's heap, so a long chat's
+    nothing). A turn's request bodies, decoded images and fits are transient; without this
+    the allocator keeps each new high-water mark of every thread's heap, and a long chat's
     resident size grows turn after turn though what it holds does not."""
-    trim = _malloc_trim()
+    trim = _tuned_malloc()
     if trim is not None:
         trim(0)
 
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _tuned_malloc() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, once the mmap threshold is fixed at ``MMAP_THRESHOLD`` (None:
+    not glibc). Left alone, glibc raises the threshold to the size of each large block freed
+    (up to 32 MiB), so a turn's megabyte buffers land in the heaps and stay there; fixed,
+    each gets pages of its own that go back to the system when it is freed."""
     import ctypes
 
     try:  # the C library the interpreter is linked with
-        return cast(Callable[[int], int], ctypes.CDLL(None).malloc_trim)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        return cast(Callable[[int], int], libc.malloc_trim)
     except (OSError, AttributeError):  # not glibc
         return None
 
