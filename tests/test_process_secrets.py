@@ -220,7 +220,7 @@ def unprivileged():
     os.chown(folder, entry.pw_uid, entry.pw_gid)
     python, path = user_python(TEST_USER)
     env = {"PATH": os.environ["PATH"], "HOME": str(folder), "SILICA_HOME": str(folder / "h"),
-           "PYTHONUNBUFFERED": "1", **path, **SECRETS}
+           "PYTHONUNBUFFERED": "1", "SILICA_RESIDENT": "0", **path, **SECRETS}
     yield TEST_USER, folder, python, env
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -115,6 +115,32 @@ def test_ask_through_the_resident_matches_a_direct_run(home, project, env):
     assert status(home)["served"] == before["served"] + 2  # type: ignore[index]
 
 
+def test_tools_run_and_list_through_the_resident_match_a_direct_run(home, project, env,
+                                                                     user_tools):
+    (user_tools / "greet.py").write_text(
+        '"""Greets.\n\nMetadata:\n    category: demo\n"""\n'
+        "import json, sys\n"
+        "if '--toolspec' in sys.argv:\n"
+        "    print(json.dumps({'name': 'greet', 'description': 'Greets.', 'input_schema': {\n"
+        "        'type': 'object', 'properties': {'name': {'type': 'string'}},\n"
+        "        'required': ['name']}}))\n"
+        "else:\n"
+        "    print('Hello, ' + sys.argv[-1].split('=', 1)[1] + '.')\n")
+    before = warm_resident(home, env, project)
+    commands = (["tools", "run", "greet", "--input", '{"name": "Ada"}'],
+                ["tools", "list", "--json"],
+                ["tools", "run", "greet", "--input", "{}"])  # fails alike: no name given
+    for args in commands:
+        handed = silica(args, env, project)
+        direct = silica(args, {**env, "SILICA_RESIDENT": "0"}, project)
+        assert same(handed) == same(direct)
+    assert "Hello, Ada." in silica(commands[0], env, project).stdout
+    assert handed.returncode == 1 and "name" in handed.stderr
+    after = status(home)
+    assert after and after["pid"] == before["pid"]
+    assert after["served"] == before["served"] + 4
+
+
 def test_chat_through_the_resident_reads_the_clients_stdin(home, project, env):
     warm_resident(home, env, project)
     with anthropic_server([text("One."), text("Two.")]) as srv:

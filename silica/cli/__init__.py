@@ -45,7 +45,7 @@ def _app() -> App:
     app.command("silica.cli.sandbox:sandbox", name="sandbox",
                 help="Which confinement layers work here, and what tools may touch.")
     app.command("silica.cli.resident:app", name="resident",
-                help="The warm process silica ask and chat hand their runs to.")
+                help="The warm process silica ask, chat and tools run/list hand their runs to.")
     app.command("silica.cli.trust:trust", name="trust",
                 help="Let a project's tools run (project folders run nothing until trusted).")
     app.command("silica.cli.trust:untrust", name="untrust",
@@ -57,6 +57,15 @@ def __getattr__(name: str):
     if name == "app":  # the cyclopts App, built on first use
         return _app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# the commands a resident runs (``silica.resident``): the agent's, and the tool commands a
+# person or a script runs again and again
+HANDED = (("ask",), ("chat",), ("tools", "run"), ("tools", "list"))
+
+
+def _handed(args: list[str]) -> bool:
+    return any(tuple(args[:len(command)]) == command for command in HANDED)
 
 
 def main() -> None:
@@ -73,7 +82,7 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:  # the one answer that needs no parser
         print(__version__)
         return
-    if sys.argv[1:2] in (["ask"], ["chat"]):  # a resident has the SDKs imported already
+    if _handed(sys.argv[1:]):  # a resident has the SDKs and the CLI imported already
         from silica.resident.client import hand_off
 
         code = hand_off()

@@ -9,7 +9,8 @@ from cyclopts import App
 from silica.cli.output import JsonFlag, print_json, say
 from silica.paths import silica_home
 
-app = App(name="resident", help="The warm process silica ask and chat hand their runs to.")
+app = App(name="resident",
+          help="The warm process silica ask, chat and tools run/list hand their runs to.")
 
 
 @app.command

@@ -1,7 +1,9 @@
 """The resident: a small daemon that has imported silica's CLI, the agent and the provider
-SDKs once, so ``silica ask`` and ``silica chat`` start in a fraction of the SDK's import.
+SDKs once, so ``silica ask`` and ``silica chat`` start in a fraction of the SDK's import, and
+``silica tools run``/``tools list`` in a fraction of the command line's (``HANDED`` in
+``silica.cli``).
 
-``silica ask``/``chat`` try its Unix socket (``<silica home>/run/resident.sock``, in a 0700
+These commands try its Unix socket (``<silica home>/run/resident.sock``, in a 0700
 folder) before importing anything heavy (``silica.resident.client``). They send their
 argv, cwd, environment and umask, and pass their stdin, stdout and stderr with
 SCM_RIGHTS; the resident checks the peer is its own user, forks, and the child runs the

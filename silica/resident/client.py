@@ -1,4 +1,5 @@
-"""``silica ask``/``chat`` handing their run to the resident (``silica.resident``).
+"""``silica ask``/``chat``/``tools run``/``tools list`` handing their run to the resident
+(``silica.resident``).
 
     code = hand_off()       # the run's exit status, or None: run directly
 

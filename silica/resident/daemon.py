@@ -29,7 +29,8 @@ WARM = ("silica.cli", "silica.cli.agent", "silica.cli.output", "silica.cli.trans
         "silica.config", "silica.agent.loop", "silica.providers.anthropic",
         "silica.providers.openai", "silica.providers.clients", "silica.tools.shell",
         "silica.security.process", "silica.errors", "cyclopts", "anthropic", "openai",
-        "httpx", "httpx2")
+        "httpx", "httpx2", "silica.cli.tools", "silica.tools.toolbox", "silica.tools.runner",
+        "silica.tools.confined", "silica.results.pipeline")
 """What a run would import first: imported once here, before the first fork."""
 
 
