@@ -181,11 +181,17 @@ class Bench:
     def clear_specs(self) -> None:
         shutil.rmtree(self.spec_cache, ignore_errors=True)
 
-    def run(self, argv: list[str], cwd: Path | None = None) -> tuple[float, str]:
-        """Wall time of ``argv`` to exit; raises if it fails."""
+    def run(self, argv: list[str], cwd: Path | None = None,
+            resident: bool = False) -> tuple[float, str]:
+        """Wall time of ``argv`` to exit; raises if it fails. Without ``resident`` silica
+        runs as a fresh process of its own (``SILICA_RESIDENT=0``); with it, the command
+        hands its run to the resident when one is up (and starts one when none is)."""
+        env = {**installed_env(), "SILICA_HOME": str(self.home), "SILICA_RESIDENT": "0"}
+        if resident:
+            del env["SILICA_RESIDENT"]
         started = time.perf_counter()
         proc = subprocess.run(argv, cwd=cwd or self.project, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, env=installed_env())
+                              capture_output=True, text=True, env=env)
         took = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"{shlex.join(argv)} exited with {proc.returncode}:\n"
@@ -254,6 +260,51 @@ def bench_listing(b: Bench, n_files: int, repeat: int) -> tuple[Row, Row]:
                          f"{spread(t2['warm'], ms)} vs {spread(t2['rich'], ms)}", w2 / v,
                          f"{w2 / v:.2f}×", "≤ 3.00×", w2 / v <= 3.0)
     return speedup, vs_rich
+
+
+def warm_resident(b: Bench) -> bool:
+    """Start the resident as a person does (a first ``tools list``) and wait until it
+    answers; False when it does not come up."""
+    b.run([*b.silica, "tools", "list", "--json"], resident=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            out = b.run([*b.silica, "resident", "status", "--json"], resident=True)[1]
+            if json.loads(out).get("pid"):
+                return True
+        except (RuntimeError, ValueError):
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def bench_resident(b: Bench, n_files: int, repeat: int) -> list[Row]:
+    """The two start-up rows again with the resident warm (a warm state: the commands hand
+    their run to it), interleaved with the same peers."""
+    if not warm_resident(b):
+        return [Row("resident rows", "the resident did not start", "-", "-", "NOT MEASURED")]
+    lst = [*b.silica, "tools", "list", "--json"]
+    run = [*b.silica, "tools", "run", "hello", "--input", '{"name":"x"}']
+    rich = [sys.executable, "-c", "import rich.console"]
+    direct = [b.uv, "run", "--script", str(b.tools / "hello.py"), "--name", "x"]
+    try:
+        assert "Hello, x." in b.run(run, resident=True)[1]
+        t = interleaved(repeat, lst=lambda: b.run(lst, resident=True)[0],
+                        rich=lambda: b.run(rich)[0],
+                        run=lambda: b.run(run, resident=True)[0],
+                        direct=lambda: b.run(direct)[0])
+    finally:
+        b.run([*b.silica, "resident", "stop"], resident=True)
+    lr, rr = med(t["lst"]) / med(t["rich"]), med(t["run"]) / med(t["direct"])
+    return [
+        Row.judged(f"warm `silica tools list --json`, {n_files} tools, resident warm (a warm "
+                   "state: the run is handed to it) vs `python -c \"import rich.console\"`",
+                   f"{spread(t['lst'], ms)} vs {spread(t['rich'], ms)}", lr, f"{lr:.2f}×",
+                   "≤ 3.00×", lr <= 3.0),
+        Row.judged("`silica tools run hello`, resident warm (a warm state) vs "
+                   "`uv run --script hello.py --name x`",
+                   f"{spread(t['run'], ms)} vs {spread(t['direct'], ms)}", rr, f"{rr:.2f}×",
+                   "≤ 1.50×", rr <= 1.5)]
 
 
 # -- 2. call overhead ---------------------------------------------------------------------
@@ -409,6 +460,7 @@ def main() -> int:
         console.print(load_line())
         note("silica tools run hello vs uv run --script hello.py")
         rows.append(bench_cli_call(b, opts.repeat))
+        rows.extend(bench_resident(b, n_files, opts.repeat))
         note("in-process call overhead")
         rows.append(bench_inprocess_call(b, opts.call_repeat))
         note("imports")

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Every silica process a benchmark starts is a fresh one of its own, unless its row is about
+# the resident (silica.resident) and says so: such a row takes this variable out again.
+os.environ.setdefault("SILICA_RESIDENT", "0")
+
 console = Console(highlight=False)
 if not console.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
     console = Console(highlight=False, width=150)
