@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
 from silica.agent.profiles import ToolRule, find_profile, settings_for, tool_rule
@@ -51,6 +49,7 @@ from silica.agent.sessions import (
     session_path,
 )
 from silica.agent.turnlock import SessionBusy, TurnLock, busy, busy_message
+from silica.allocator import release_memory, tune_allocator
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolCall, ToolResult
 from silica.config import Settings
 from silica.errors import SilicaError
@@ -277,7 +276,7 @@ class Agent:
         if not self._warmed:  # the SDK is imported in a thread while the tools are found
             self._warmed = True
             warm_up(self.provider)
-            _tuned_malloc()  # before the turn's large buffers
+            tune_allocator()  # before the turn's large buffers
         with self._lock():
             self.catch_up()
             try:
@@ -418,36 +417,6 @@ class Agent:
             delete_session(self.conversation.id, self.home, missing_ok=True)
         self.saved = False
         return True
-
-
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 128 * 1024  # glibc's starting value: blocks this large get pages of their own
-
-
-def release_memory() -> None:
-    """Hand the memory a turn freed back to the system (glibc's ``malloc_trim``; elsewhere
-    nothing). A turn's request bodies, decoded images and fits are transient; without this
-    the allocator keeps each new high-water mark of every thread's heap, and a long chat's
-    resident size grows turn after turn though what it holds does not."""
-    trim = _tuned_malloc()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _tuned_malloc() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, once the mmap threshold is fixed at ``MMAP_THRESHOLD`` (None:
-    not glibc). Left alone, glibc raises the threshold to the size of each large block freed
-    (up to 32 MiB), so a turn's megabyte buffers land in the heaps and stay there; fixed,
-    each gets pages of its own that go back to the system when it is freed."""
-    import ctypes
-
-    try:  # the C library the interpreter is linked with
-        libc = ctypes.CDLL(None)
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        return cast(Callable[[int], int], libc.malloc_trim)
-    except (OSError, AttributeError):  # not glibc
-        return None
 
 
 def _default_model(provider: Provider) -> str:
