@@ -236,7 +236,7 @@ def test_chafa_sixels_decode(tmp_path):
                             capture_output=True, check=True).stdout.decode()
     result = extract_sixel(stream)
     assert len(result.images) == 1 and "dropped" not in result.text
-    mine = Image.open(io.BytesIO(result.images[0].data)).convert("RGB")
+    mine = Image.open(io.BytesIO(result.images[0].data)).convert("RGBA").convert("RGB")
     # the colours are the picture's: compare with it scaled to the decoded size
     assert close_share(mine, picture(320, 200).resize(mine.size)) >= 0.5
 
