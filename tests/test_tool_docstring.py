@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from silica.tools.metadata import module_docstring, parse_metadata
+
+# generated sources hold invalid escapes, which Python's own parser warns about too
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
 
