@@ -207,7 +207,9 @@ def main() -> int:
         silica = [str(exe)] if exe.exists() else [sys.executable, "-m", "silica"]
         env = {k: v for k, v in installed_env().items()
                if not k.startswith(("ANTHROPIC_", "OPENAI_", "GEMINI_", "SILICA_"))}
-        env |= {"SILICA_HOME": str(home), "SILICA_TOOLS_DIR": str(tools), "NO_COLOR": "1"}
+        # the chat runs in the process measured: handed to a resident, only its client would be
+        env |= {"SILICA_HOME": str(home), "SILICA_TOOLS_DIR": str(tools), "NO_COLOR": "1",
+                "SILICA_RESIDENT": "0"}
         note("warming uv and the spec cache (silica tools list)")
         subprocess.run([*silica, "tools", "list", "--json"], cwd=project, env=env,
                        check=True, capture_output=True)
