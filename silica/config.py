@@ -59,7 +59,7 @@
     allowed_workspaces = ["~/src"]  # default: the folder serve started in
     fetch_private = false           # true: image URLs may point at private addresses
 
-    [resident]                      # silica ask/chat hand their run to a warm process
+    [resident]                      # ask, chat, tools run/list hand their run to a warm process
     enabled = true                  # false: never (so does SILICA_RESIDENT=0)
     idle = 600                      # seconds with no run before it exits
 
@@ -487,8 +487,9 @@ class ServeSettings(_Section):
 
 
 class ResidentSettings(_Section):
-    """``[resident]``: whether ``silica ask``/``chat`` use a resident process (read with the
-    stdlib alone before the CLI loads, by ``silica.resident.settings``; checked here)."""
+    """``[resident]``: whether ``ask``, ``chat``, ``tools run`` and ``tools list`` use a
+    resident process (read with the stdlib alone before the CLI loads, by
+    ``silica.resident.settings``; checked here)."""
 
     enabled: bool = True
     idle: int = Field(default=600, ge=1, le=_MAX_COUNT)

@@ -23,7 +23,7 @@ def status(*, json_: JsonFlag = False):
         print_json({"running": reply is not None, **(reply or {})})
         return
     if reply is None:
-        say("no resident runs (silica ask or chat starts one)")
+        say("no resident runs (silica ask, chat, tools run or tools list starts one)")
         return
     started = datetime.datetime.fromtimestamp(reply["started"]).isoformat(timespec="seconds")
     say(f"resident pid {reply['pid']}, started {started}, {reply['served']} runs served, "
@@ -33,7 +33,8 @@ def status(*, json_: JsonFlag = False):
 
 @app.command
 def stop():
-    """End the resident (runs it started finish first); the next ask or chat starts one."""
+    """End the resident (runs it started finish first); the next ask, chat, tools run or
+    tools list starts one."""
     from silica import resident
 
     reply = resident.request(silica_home(), {"op": "stop"})
