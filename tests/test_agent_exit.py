@@ -63,3 +63,24 @@ def test_a_chats_turns_share_one_client_and_its_connection(home, project):
     assert len(srv.peers) == 3 and len(set(srv.peers)) == 1, srv.peers
     said = [line.removeprefix("you> ") for line in done.stdout.splitlines()]
     assert [line for line in said if line.endswith(".")] == ["One.", "Two.", "Three."]
+
+
+def test_a_run_that_ends_during_the_sdk_warm_up_exits_with_its_own_status(tmp_path):
+    """``ask`` imports its provider's SDK in a thread while it reads its input; a run that
+    fails before the import is done (a refused image) waits for it at exit. An import the
+    interpreter cuts off at shutdown, inside an extension module, crashed the process
+    (signal 6 or 11 instead of status 1) on a loaded machine."""
+    done_file = tmp_path / "warmed"
+    script = (
+        "import sys, time\n"
+        "from silica.providers.clients import warm_up\n"
+        "class Slow:\n"
+        "    def warm(self):\n"
+        "        time.sleep(1.0)\n"
+        f"        open({str(done_file)!r}, 'w').write('done')\n"
+        "warm_up(Slow())\n"
+        "sys.exit(1)\n")
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=60)
+    assert ended.returncode == 1, ended.stderr
+    assert done_file.read_text() == "done"  # the warm-up ran to its end, not cut off

@@ -12,12 +12,16 @@ provider per process, and the SDK imported ahead of the first request.
   event loop, and ``silica serve`` all its sessions. ``close_all()`` closes them before
   the loop ends.
 - ``warm_up(provider)`` runs ``provider.warm()`` in a daemon thread: the SDK's import
-  overlaps whatever the caller does next, and the process never waits for it at exit.
+  overlaps whatever the caller does next. A process that ends before the import does
+  (a refused image, a bad flag) waits for it at exit: an import cut off by the
+  interpreter's shutdown, inside an extension module, crashes the process instead of
+  letting it exit with its own status.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import functools
@@ -37,6 +41,8 @@ MAX_CLIENTS = 16  # clients kept (a test suite points the SDKs at many local ser
 _CLIENTS: collections.OrderedDict[Hashable, tuple[asyncio.AbstractEventLoop | None, Any]] = \
     collections.OrderedDict()
 _LOCK = threading.Lock()
+_WARMING: set[threading.Thread] = set()
+WARM_UP_EXIT_WAIT = 30.0  # seconds a process at exit waits for an unfinished warm-up
 
 
 @functools.cache
@@ -115,9 +121,27 @@ def warm_up(provider: Any) -> threading.Thread | None:
         return None
 
     def run() -> None:
-        with contextlib.suppress(Exception):  # the first request says what went wrong
-            warm()
+        try:
+            with contextlib.suppress(Exception):  # the first request says what went wrong
+                warm()
+        finally:
+            with _LOCK:
+                _WARMING.discard(threading.current_thread())
 
     thread = threading.Thread(target=run, name="silica-warm-up", daemon=True)
+    with _LOCK:
+        if not _WARMING:
+            atexit.register(_finish_warming)
+        _WARMING.add(thread)
     thread.start()
     return thread
+
+
+def _finish_warming() -> None:
+    """At exit, before the interpreter stops its daemon threads: wait for the warm-ups
+    still importing, so that none is stopped inside an extension module's code."""
+    atexit.unregister(_finish_warming)
+    with _LOCK:
+        threads = list(_WARMING)
+    for thread in threads:
+        thread.join(WARM_UP_EXIT_WAIT)
