@@ -9,6 +9,7 @@ from typing import Any
 
 from silica.blocks import ToolResult
 from silica.config import Settings
+from silica.elicitation import Asker
 
 
 @dataclass(frozen=True)
@@ -17,11 +18,16 @@ class ToolContext:
 
     ``approve``, when set, asks the person whether a command may run (the ``shell`` tool):
     True or False, or a pattern (str) meaning yes, and allowed from now on; ``None`` when
-    nobody can be asked."""
+    nobody can be asked.
+
+    ``elicit``, when set, asks the person for values (``silica.elicitation``): an MCP
+    server's ``elicitation/create``, or a built-in's own question; ``None`` when nobody can
+    be asked (the request is then declined)."""
 
     workdir: Path
     settings: Settings = field(default_factory=Settings)
     approve: Callable[[str], Awaitable[bool | str]] | None = None
+    elicit: Asker | None = None
 
 
 @dataclass(frozen=True)

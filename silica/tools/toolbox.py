@@ -30,6 +30,7 @@ import pluggy
 
 from silica.blocks import Block, ImageBlock, TextBlock, ToolResult
 from silica.config import Settings
+from silica.elicitation import Asker
 from silica.errors import InvalidInput, ToolNotFound
 from silica.images.limits import ANTHROPIC, ImageLimits
 from silica.images.payload import ImagePayload
@@ -98,6 +99,8 @@ class Toolbox:
         self._discovery: Discovery | None = None
         # who approves a built-in's command (the shell tool); set by the CLI, None: nobody
         self.approve: Callable[[str], Awaitable[bool | str]] | None = None
+        # who answers a tool's request for values (silica.elicitation); None: nobody
+        self.elicit: Asker | None = None
         self._hinted: set[str] = set()  # tools told of secrets they lack (once each)
 
     # -- discovery ----------------------------------------------------------------------
@@ -211,7 +214,8 @@ class Toolbox:
             return ToolResult.error(str(exc))
         import asyncio  # loaded already: this runs on an event loop
 
-        context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve)
+        context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve,
+                              elicit=self.elicit)
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
                                             self.timeout)
