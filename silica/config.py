@@ -65,6 +65,8 @@
 
     [mcp]
     timeout = 60                    # seconds for a server to start, and for one call
+    elicitation = "decline"         # a server's request for input in `ask`: or "defaults"
+    elicitation_timeout = 300       # seconds the person has to answer one, then declined
     [mcp.servers.files]             # a server started as a command (stdio) ...
     command = "uvx"
     args = ["some-mcp-server", "--root", "."]
@@ -307,10 +309,16 @@ class McpServerSettings(_Section):
 
 class McpSettings(_Section):
     """MCP servers whose tools silica offers, by name (the prefix of their tools' names);
-    ``timeout`` is each server's default for a call and for its start."""
+    ``timeout`` is each server's default for a call and for its start. A server's request
+    for input (elicitation) waits at most ``elicitation_timeout`` seconds for the person,
+    then is declined; where nobody can be asked (``silica ask``) ``elicitation`` says what
+    silica answers: ``"decline"``, or ``"defaults"`` (accept the form's defaults, or
+    decline when a required field has none)."""
 
     servers: dict[str, McpServerSettings] = Field(default_factory=dict)
     timeout: float = Field(default=60.0, gt=0, le=_MAX_SECONDS)
+    elicitation: Literal["decline", "defaults"] = "decline"
+    elicitation_timeout: float = Field(default=300.0, gt=0, le=_MAX_SECONDS)
 
     def enabled(self) -> dict[str, McpServerSettings]:
         """The servers to start and list: those without ``enabled = false``."""

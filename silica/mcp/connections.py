@@ -22,6 +22,15 @@ What a caller may rely on:
   ``notifications/cancelled``); the connection stays. A server that stopped is started
   again by the next use, after a pause that doubles with each failure in a row (0.5 s up
   to 30 s) and is forgotten after a successful call.
+- A server's ``elicitation/create`` request (form mode) made during a call is checked
+  (``silica.mcp.elicit``; a schema that does not fit is an invalid-params error and nobody
+  is asked), then put to the ``elicit`` asker that call was given, on the caller's loop,
+  for at most its ``elicit_timeout`` (the call's own timeout waits meanwhile). No asker, no
+  call in flight, a timeout, an answer that does not fit, a URL-mode request, or more than
+  ``MAX_ASKS`` requests in one call: declined, and the reasons end the call's result as a
+  note. A request is the call's whose task it comes in on (the 2026-07-28 protocol), else
+  the one call in flight on that connection (or the oldest, if every call in flight has
+  the same asker; if their askers differ it is declined: silica cannot tell whose it is).
 - ``add_listener(callback)`` hears about every tool list that changed on a live connection.
 - At exit (``atexit``; SIGTERM too, see ``stop_on_sigterm``) every connection is closed: a
   stdio server's stdin is closed, then its process group (its own session) is ended.
@@ -44,8 +53,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from silica.blocks import ToolResult
+from silica.blocks import TextBlock, ToolResult
 from silica.config import McpServerSettings
+from silica.elicitation import Answer, Asker, Elicitation
 from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
 from silica.mcp.client import (
     STDERR_DRAIN,
@@ -58,6 +68,7 @@ from silica.mcp.client import (
     unparsed,
 )
 from silica.mcp.content import result_of
+from silica.mcp.elicit import ElicitationError, check_answer, check_request
 from silica.security.sandbox import SandboxPolicy
 from silica.security.server_start import ServerStart, server_start
 
@@ -69,6 +80,9 @@ _MAX_PAGES = 100  # a server whose cursor never ends must not hang a listing
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 30.0
 _CLOSE_WAIT = 8.0  # seconds for every server to stop at exit (the SDK needs up to ~4.5)
 
+MAX_ASKS = 20  # requests for values one call may make; the rest are declined
+ELICIT_TIMEOUT = 300.0  # seconds the person has to answer, unless the caller says
+
 # The pids of the stdio servers a connection spawns, recorded by the SDK's spawn function.
 _SPAWNED: ContextVar[list[int] | None] = ContextVar("silica_mcp_spawned", default=None)
 
@@ -76,6 +90,83 @@ _SPAWNED: ContextVar[list[int] | None] = ContextVar("silica_mcp_spawned", defaul
 def config_key(name: str, server: McpServerSettings) -> str:
     """A hash of a server's name and settings: what tells its connections and caches apart."""
     return hashlib.sha256(f"{name}\0{server.model_dump_json()}".encode()).hexdigest()[:16]
+
+
+@dataclass(eq=False)
+class _Asking:
+    """A call in flight as its server's requests for values see it: who answers them (the
+    caller's ``Asker``, run on the caller's loop), for how long, how many came, and why
+    silica answered some itself. Its methods run on the manager's loop."""
+
+    asker: Asker | None
+    loop: asyncio.AbstractEventLoop | None
+    timeout: float = ELICIT_TIMEOUT
+    asked: int = 0
+    declined: dict[str, int] = field(default_factory=dict)
+    deadline: asyncio.Timeout | None = None  # the call's: pushed back while the person reads
+    _one: asyncio.Lock = field(default_factory=asyncio.Lock)  # one question at a time
+
+    async def ask(self, request: Elicitation) -> Answer:
+        self.asked += 1
+        if self.asked > MAX_ASKS:
+            return self.decline(f"more than {MAX_ASKS} requests for input in one call")
+        async with self._one:  # a batch (2026-07-28) comes at once; the person reads one
+            return await self._ask(request)
+
+    async def _ask(self, request: Elicitation) -> Answer:
+        if self.asker is None or self.loop is None:
+            return self.decline("nobody can be asked here")
+        loop, asker = asyncio.get_running_loop(), self.asker
+        started = loop.time()
+
+        async def put() -> Answer:
+            return await asker(request)
+
+        asked = put()
+        try:
+            future = asyncio.run_coroutine_threadsafe(asked, self.loop)
+        except RuntimeError:  # the caller's loop is closed: nobody waits for the answer
+            asked.close()
+            return self.decline("nobody can be asked here")
+        try:
+            async with asyncio.timeout(self.timeout):
+                answer = await asyncio.wrap_future(future)
+        except TimeoutError:
+            future.cancel()
+            return self.decline(f"no answer within {self.timeout:g} s")
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:  # the front end's bug: the server is told no
+            return self.decline(f"asking failed: {exc}")
+        finally:
+            deadline = self.deadline
+            if deadline is not None and (when := deadline.when()) is not None:
+                deadline.reschedule(when + loop.time() - started)
+        if answer.reason:
+            self.declined[answer.reason] = self.declined.get(answer.reason, 0) + 1
+        if answer.action != "accept":
+            return Answer(answer.action, reason=answer.reason)
+        try:
+            return Answer("accept", check_answer(request, answer.content or {}))
+        except ElicitationError as exc:
+            return self.decline(f"the answer did not fit the form ({exc})")
+
+    def decline(self, reason: str) -> Answer:
+        self.declined[reason] = self.declined.get(reason, 0) + 1
+        return Answer("decline", reason=reason)
+
+    def note(self, server: str) -> str:
+        """What silica answered on the person's behalf, for the end of the call's result."""
+        said = [f"{reason} ({n} times)" if n > 1 else reason
+                for reason, n in self.declined.items()]
+        if not said:
+            return ""
+        return (f"[requests for input from the MCP server {server!r} that silica answered "
+                f"itself: {'; '.join(said)}]")
+
+
+_ASKING: ContextVar[_Asking | None] = ContextVar("silica_mcp_asking", default=None)
 
 
 @dataclass
@@ -113,6 +204,7 @@ class _Connection:
     _retry_at: float = 0.0
     _last_error: str = ""
     _tasks: set[asyncio.Task] = field(default_factory=set)
+    _calls: list[_Asking] = field(default_factory=list)  # in flight, oldest first
 
     async def listing(self) -> tuple[list[Any], str]:
         await self.ready()
@@ -205,7 +297,8 @@ class _Connection:
         try:
             streams = transport(self.name, self.server, tail.writer if tail else None, start,
                                 self.manager.sandbox)
-            async with Client(streams, message_handler=on_message, cache=None) as client:
+            async with Client(streams, message_handler=on_message, cache=None,
+                              elicitation_callback=self._elicited) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()
@@ -251,11 +344,43 @@ class _Connection:
             self.manager.save(self.name, self.server, tools)
             self.manager.changed(self.name, tools)
 
-    async def call(self, tool: str, arguments: dict) -> Any:
+    async def _elicited(self, context: Any, params: Any) -> Any:
+        """The SDK's elicitation callback: check the request, put it to the call's asker."""
+        from mcp import types
+
+        asking = _ASKING.get() or self._caller()
+        if getattr(params, "mode", "form") != "form":  # a URL to open: not offered by silica
+            if asking is not None:
+                asking.decline("silica does not open a server's URL for input")
+            return types.ElicitResult(action="decline")
+        try:
+            request = check_request(self.name, params.message, params.requested_schema)
+        except ElicitationError as exc:
+            return types.ErrorData(code=types.INVALID_PARAMS,
+                                   message=f"silica cannot ask for this: {exc}")
+        if asking is None:
+            return types.ElicitResult(action="decline")
+        answer = await asking.ask(request)
+        return types.ElicitResult(action=answer.action,
+                                  content=answer.content if answer.action == "accept" else None)
+
+    def _caller(self) -> _Asking | None:
+        """The call a request that came without its call's context belongs to (see the
+        module's docstring), or ``None``."""
+        calls = self._calls
+        if not calls or any(c.asker is not calls[0].asker for c in calls):
+            return None
+        return calls[0]
+
+    async def call(self, tool: str, arguments: dict, asking: _Asking | None = None) -> Any:
         live = await self.ready()
         what = f"the call of {tool!r}"
+        asking = asking or _Asking(None, None)
+        token = _ASKING.set(asking)
+        self._calls.append(asking)
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.timeout) as deadline:
+                asking.deadline = deadline
                 result = await live.client.call_tool(tool, arguments)
         except Exception as exc:
             if isinstance(exc, TimeoutError):  # cancelled: the session itself is fine
@@ -270,6 +395,9 @@ class _Connection:
                 message = explain(exc, self.name, self.server, self.timeout, what, True, "",
                                   live.noise)
             raise McpServerError(message) from None
+        finally:
+            self._calls.remove(asking)
+            _ASKING.reset(token)
         self._failures, self._retry_at = 0, 0.0
         return result
 
@@ -386,18 +514,22 @@ class McpConnections:
         return self._submit(every()).result()
 
     async def call_tool(self, name: str, server: McpServerSettings, tool: str,
-                        arguments: dict, default_timeout: float) -> ToolResult:
-        """Call ``tool`` on the server's live connection; always a ``ToolResult``."""
+                        arguments: dict, default_timeout: float, *, elicit: Asker | None = None,
+                        elicit_timeout: float = ELICIT_TIMEOUT) -> ToolResult:
+        """Call ``tool`` on the server's live connection; always a ``ToolResult``. The
+        server's requests for values during the call are put to ``elicit`` (on this
+        caller's loop), each for at most ``elicit_timeout`` seconds."""
         conn = self._connection(name, server, default_timeout)
+        asking = _Asking(elicit, asyncio.get_running_loop(), elicit_timeout)
 
         async def read_resource(uri: str) -> Any:
             return await self._hop(conn.read_resource(uri))
 
         try:
-            result = await self._hop(conn.call(tool, arguments))
+            result = await self._hop(conn.call(tool, arguments, asking))
         except McpServerError as exc:
-            return ToolResult.error(str(exc))
-        return await result_of(name, result, read_resource)
+            return _noted(ToolResult.error(str(exc)), asking.note(name))
+        return _noted(await result_of(name, result, read_resource), asking.note(name))
 
     # -- list changes ---------------------------------------------------------------------
 
@@ -537,6 +669,13 @@ class McpConnections:
         _kill_groups(left)
         with self._lock:
             self._connections.clear()
+
+
+def _noted(result: ToolResult, note: str) -> ToolResult:
+    """``result`` with ``note`` after its content (the server's order is kept)."""
+    if not note:
+        return result
+    return result.model_copy(update={"blocks": [*result.blocks, TextBlock(text=note)]})
 
 
 _MANAGER: McpConnections | None = None

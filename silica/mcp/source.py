@@ -74,7 +74,7 @@ def mcp_tools(settings: Settings) -> list[BuiltinTool]:
     servers = settings.mcp.enabled()
     if not servers:
         return []
-    timeout = settings.mcp.timeout
+    timeout, asking = settings.mcp.timeout, settings.mcp.elicitation_timeout
     cached: dict[str, list[dict]] = {}
     if _CACHED_LISTING.get():
         cached = {n: t for n, s in servers.items() if (t := _load(n, s)) is not None}
@@ -88,25 +88,27 @@ def mcp_tools(settings: Settings) -> list[BuiltinTool]:
     for name, server in servers.items():
         if name in cached:
             rows = [SimpleNamespace(**row) for row in cached[name]]
-            tools.extend(_tool(name, server, t, timeout, " (cached)") for t in rows)
+            tools.extend(_tool(name, server, t, timeout, " (cached)", asking) for t in rows)
             continue
         listing = listings[name]
         if isinstance(listing, McpServerError):
             tools.append(_unavailable(name, str(listing)))
             continue
         found, note = listing
-        tools.extend(_tool(name, server, t, timeout) for t in found)
+        tools.extend(_tool(name, server, t, timeout, "", asking) for t in found)
         if note:
             tools.append(_unavailable(name, note))
     return tools
 
 
 def _tool(server_name: str, server: McpServerSettings, tool: Any, timeout: float,
-          cached: str = "") -> BuiltinTool:
+          cached: str = "", elicit_timeout: float = 300.0) -> BuiltinTool:
     remote = tool.name
 
     async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        return await connections().call_tool(server_name, server, remote, arguments, timeout)
+        return await connections().call_tool(server_name, server, remote, arguments, timeout,
+                                             elicit=context.elicit,
+                                             elicit_timeout=elicit_timeout)
 
     description = tool.description or tool.title or \
         f"The tool {remote!r} of the MCP server {server_name!r}."
