@@ -52,6 +52,7 @@ from silica.agent.turnlock import SessionBusy, TurnLock, busy, busy_message
 from silica.allocator import release_memory, tune_allocator
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolCall, ToolResult
 from silica.config import Settings
+from silica.elicitation import Asker
 from silica.errors import SilicaError
 from silica.images.store import ImageStore, check_root, cleanup
 from silica.paths import silica_home
@@ -194,10 +195,10 @@ class Agent:
         folder = Path(folder).resolve()
         if self.toolbox.cwd == folder:
             return
-        approve = self.toolbox.approve
+        approve, elicit = self.toolbox.approve, self.toolbox.elicit
         self.toolbox = Toolbox(cwd=folder, settings=self.settings,
                                image_limits=self.info.limits)
-        self.toolbox.approve = approve
+        self.toolbox.approve, self.toolbox.elicit = approve, elicit
 
     @property
     def approve(self) -> Approve | None:
@@ -208,6 +209,16 @@ class Agent:
     @approve.setter
     def approve(self, approve: Approve | None) -> None:
         self.toolbox.approve = approve
+
+    @property
+    def elicit(self) -> Asker | None:
+        """Who answers a tool's request for values (``silica.elicitation``): an MCP server's
+        elicitation during a call; None: nobody is asked, every request is declined."""
+        return self.toolbox.elicit
+
+    @elicit.setter
+    def elicit(self, elicit: Asker | None) -> None:
+        self.toolbox.elicit = elicit
 
     def listen(self, events: AgentEvents) -> None:
         """Send the loop's events (text, tool calls and results) to ``events`` from now on."""

@@ -33,6 +33,12 @@ AllowShell = Annotated[bool, Parameter(name="--allow-shell", negative="", help=(
     "(for this run only; see [shell] in config.toml for a narrower choice)."))]
 
 
+AcceptDefaults = Annotated[bool, Parameter(name=["--yes", "-y"], negative="", help=(
+    "When an MCP server's tool asks for input, accept the defaults of its form (declined "
+    "when a required field has none); without it such requests are declined, unless "
+    "[mcp] elicitation = \"defaults\" in config.toml."))]
+
+
 AgentName = Annotated[str | None, Parameter(name="--agent", help=(
     "A profile from config.toml ([agents.NAME]): its provider, model, vision, system prompt "
     "and the tools it may use; --provider and --model still win."))]
@@ -238,6 +244,7 @@ def ask(
     model: str | None = None,
     max_turns: int | None = None,
     allow_shell: AllowShell = False,
+    yes: AcceptDefaults = False,
     json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
 ):
     """Ask once: the model uses your tools as it needs, then answers.
@@ -262,9 +269,13 @@ def ask(
         ``stop_reason`` and ``usage`` (input, output, cache-read and cache-write tokens of
         every request of the turn).
     """
-    # No one answers a prompt here: a shell command outside [shell] allow is refused.
-    agent, view = _start(_settings(max_turns, allow_shell), agent=agent_, provider=provider,
-                         model=model)
+    # No one answers a prompt here: a shell command outside [shell] allow is refused, and
+    # an MCP server's request for input is declined (or given its defaults: --yes).
+    settings = _settings(max_turns, allow_shell)
+    agent, view = _start(settings, agent=agent_, provider=provider, model=model)
+    from silica.cli.elicit import unattended_asker
+
+    agent.elicit = unattended_asker("defaults" if yes else settings.mcp.elicitation)
     if json_:  # stdout holds the JSON alone
         agent.on("text", None)
         view.inline = False
@@ -312,10 +323,13 @@ def chat(
     max_turns
         How many model requests one message may take (1 or more).
     """
-    agent, view = _start(_settings(max_turns, allow_shell), resume, agent_, provider, model)
+    settings = _settings(max_turns, allow_shell)
+    agent, view = _start(settings, resume, agent_, provider, model)
+    from silica.cli.elicit import terminal_asker
     from silica.tools.shell import SessionApproval
 
     agent.approve = SessionApproval(_ask_to_run)  # "always" lasts this session
+    agent.elicit = terminal_asker(settings.mcp.elicitation_timeout)  # a form on the terminal
     profile = f", agent {agent.conversation.agent}" if agent.conversation.agent else ""
     say(f"silica chat: {agent.provider.name} {agent.model}{profile}, session "
         f"{agent.conversation.id}; /help for commands, /exit to leave", console=err,

@@ -116,8 +116,11 @@ class _Asking:
     async def _ask(self, request: Elicitation) -> Answer:
         if self.asker is None or self.loop is None:
             return self.decline("nobody can be asked here")
-        loop, asker = asyncio.get_running_loop(), self.asker
+        loop, asker, deadline = asyncio.get_running_loop(), self.asker, self.deadline
         started = loop.time()
+        paused = deadline.when() if deadline is not None and not deadline.expired() else None
+        if deadline is not None and paused is not None:  # the call waits for the person
+            deadline.reschedule(None)
 
         async def put() -> Answer:
             return await asker(request)
@@ -140,9 +143,8 @@ class _Asking:
         except Exception as exc:  # the front end's bug: the server is told no
             return self.decline(f"asking failed: {exc}")
         finally:
-            deadline = self.deadline
-            if deadline is not None and (when := deadline.when()) is not None:
-                deadline.reschedule(when + loop.time() - started)
+            if deadline is not None and paused is not None and not deadline.expired():
+                deadline.reschedule(paused + loop.time() - started)
         if answer.reason:
             self.declined[answer.reason] = self.declined.get(answer.reason, 0) + 1
         if answer.action != "accept":

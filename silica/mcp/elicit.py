@@ -252,13 +252,20 @@ def kind(prop: Mapping[str, Any]) -> Kind:
 
 def choices(prop: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(value, label)`` of each choice of an enum or multi-select field, in the server's
-    order; ``[]`` for other fields."""
+    order, the label safe to show (a value without a title is its own label); ``[]`` for
+    other fields."""
     source = prop.get("items", {}) if prop.get("type") == "array" else prop
     if "enum" in source:
         names = source.get("enumNames") or source["enum"]
-        return list(zip(source["enum"], names, strict=True))
+        return [(v, safe_text(t)) for v, t in zip(source["enum"], names, strict=True)]
     titled = source.get("oneOf") or source.get("anyOf") or []
-    return [(o["const"], o["title"]) for o in titled]
+    return [(o["const"], safe_text(o["title"])) for o in titled]
+
+
+def check_value(elicitation: Elicitation, name: str, value: Any) -> Any:
+    """One field's value as ``check_answer`` would take it (form text coerced), for a front
+    end that asks field by field; ``ElicitationError`` naming the field if it does not fit."""
+    return _value(name, elicitation.schema["properties"][name], value, coerce=True)
 
 
 def _value(name: str, prop: Mapping[str, Any], value: Any, *, coerce: bool) -> Any:
