@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from test_chat_pty import RAW_CONTROL, Terminal
 from wire import anthropic_server, text, tool_call
 
+from silica.cli.elicit import _chosen
 from silica.config import McpServerSettings
 from silica.elicitation import Answer, Elicitation
 from silica.mcp.connections import MAX_ASKS, connections
@@ -459,3 +460,16 @@ def test_bounds_and_shapes_are_refused_with_the_field_named():
         check_answer(request, {"zzz": "1"})
     assert check_answer(request, {"mail": "a@b.org", "day": "2025-01-31"}) == \
         {"mail": "a@b.org", "day": "2025-01-31"}
+
+
+@given(options, st.data())
+def test_typed_numbers_pick_those_choices_and_other_words_pass_through(values, data):
+    pairs = [(v, v.upper()) for v in values]
+    picked = data.draw(st.lists(st.integers(1, len(values)), unique=True))
+    typed = data.draw(st.sampled_from([", ", " ", ","])).join(map(str, picked))
+    assert _chosen(typed, "multi", pairs) == [values[i - 1] for i in picked]
+    assert _chosen(str(picked[0]) if picked else "1", "enum", pairs) == \
+        values[(picked[0] if picked else 1) - 1]
+    word = data.draw(st.text(min_size=1, max_size=8).filter(lambda w: not w.isdigit()
+                                                             and w.strip() == w))
+    assert _chosen(word, "enum", pairs) == word

@@ -181,9 +181,8 @@ def unattended_asker(mode: str) -> Asker:
     async def answer(request: Elicitation) -> Answer:
         values = defaults(request) if mode == "defaults" else None
         if values is not None:
-            reason = "accepted its defaults (silica ask --yes)"
             said = "accepted its defaults"
-            result = Answer("accept", values, reason=reason)
+            result = Answer("accept", values, reason=said)
         elif mode == "defaults":
             reason = "declined: a required field has no default"
             said = reason
