@@ -358,6 +358,8 @@ class _Connection:
         try:
             request = check_request(self.name, params.message, params.requested_schema)
         except ElicitationError as exc:
+            if asking is not None:  # the server is told why; the call's result says so too
+                asking.decline(f"refused a form silica cannot show ({exc})")
             return types.ErrorData(code=types.INVALID_PARAMS,
                                    message=f"silica cannot ask for this: {exc}")
         if asking is None:
