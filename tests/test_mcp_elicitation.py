@@ -47,6 +47,9 @@ FORM = {  # a string without a default, a titled enum and an integer with defaul
         "count": {"type": "integer", "title": "How many", "minimum": 1, "maximum": 9,
                   "default": 3},
         "agree": {"type": "boolean", "title": "Agree", "default": False},
+        "extras": {"type": "array", "title": "Extras", "items": {"anyOf": [
+            {"const": "nuts", "title": "Nuts"}, {"const": "salt", "title": "Salt"},
+            {"const": "ice", "title": "Ice"}]}},
     },
     "required": ["name", "colour"],
 }
@@ -259,6 +262,8 @@ def test_chat_asks_the_person_with_a_form_and_the_tool_gets_the_values(home, pro
             term.type("7")
             term.read_until(b"Agree")
             term.type("y")
+            term.read_until(b"3) Ice")
+            term.type("1, 3")
             term.read_until(b"[a]ccept")
             term.type("a")
             term.read_until(b"you> ", since=len(term.seen) - 10)
@@ -267,7 +272,8 @@ def test_chat_asks_the_person_with_a_form_and_the_tool_gets_the_values(home, pro
         finally:
             term.close()
     assert code == 0, term.seen[-2000:]
-    assert logged(log) == ['accept {"agree": true, "colour": "g", "count": 7, "name": "Ann"}']
+    assert logged(log) == ['accept {"agree": true, "colour": "g", "count": 7, '
+                           '"extras": ["nuts", "ice"], "name": "Ann"}']
     shown = term.seen.decode("utf-8", "replace")
     assert "1) Red" in shown and "2) Green" in shown and "[2]" in shown and "[3]" in shown
     assert "Fill ␛]0;pwned␇ in␛[2J" in shown  # the server's message, made visible
