@@ -13,6 +13,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/history            {"session_id", ..., "messages", "turns"}
     GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
     GET    /sessions/{sid}/events             server-sent events
+    POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
     /socket.io                                Socket.IO, namespace /events
 
 Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
@@ -43,6 +44,7 @@ from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
 from silica.serve import history as views
+from silica.serve.asking import ANSWER_EXAMPLE
 from silica.serve.auth import Guard
 from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
@@ -85,7 +87,7 @@ class ServeApp:
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)
-        self.sio = make_sio(options, self.bus)
+        self.sio = make_sio(options, self.bus, self.runner.asking)
         self.routes = Routes(options, self.runner, self.bus)
         self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
                                    exception_handlers={SilicaError: _refused,
@@ -161,6 +163,7 @@ class Routes:
             Route("/sessions/{sid}/history", self.history, methods=["GET"]),
             Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
             Route("/sessions/{sid}/events", self.events, methods=["GET"]),
+            Route("/sessions/{sid}/elicitations/{eid}", self.elicitation, methods=["POST"]),
         ]
 
     # -- the page -------------------------------------------------------------------------
@@ -235,6 +238,7 @@ class Routes:
         running = self.runner.is_running(sid)
         body = views.history(conversation, running=running,
                              running_turn=self.runner.running_turn(sid, conversation.turn))
+        body["elicitations"] = await asyncio.to_thread(self.runner.asking.listing, sid)
         return JSONResponse(body)
 
     async def image(self, request: Request) -> Response:
@@ -266,6 +270,15 @@ class Routes:
         inline = request.query_params.get("inline_images", "").lower() in _TRUE
         return event_stream(self.bus, sid, inline=inline)
 
+    async def elicitation(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        body = await _json_body(request, ("action", "content"), example=ANSWER_EXAMPLE,
+                                what="an answer")
+        answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
+        return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
+
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]
         try:
@@ -277,8 +290,10 @@ class Routes:
         return sid
 
 
-async def _json_body(request: Request, keys: tuple[str, ...]) -> dict:
-    """A small optional JSON object body with only ``keys``; ``ApiError`` otherwise."""
+async def _json_body(request: Request, keys: tuple[str, ...], *,
+                     example: str = _SESSION_EXAMPLE, what: str = "a session") -> dict:
+    """A small optional JSON object body with only ``keys`` (shaped like ``example``, for
+    ``what``); ``ApiError`` otherwise."""
     chunks = bytearray()
     async for chunk in request.stream():
         chunks += chunk
@@ -291,11 +306,11 @@ async def _json_body(request: Request, keys: tuple[str, ...]) -> dict:
     if kind != "application/json":
         raise ApiError(415, "unsupported_media_type", "send the body as application/json, "
                        f"an object with {', '.join(keys)} (all optional)")
-    body = json_object(chunks, example=_SESSION_EXAMPLE)
+    body = json_object(chunks, example=example)
     unknown = [k for k in body if k not in keys]
     if unknown:
         raise ApiError(400, "unknown_field", f"unknown field {str(unknown[0])[:100]!r}; "
-                       f"a session takes {', '.join(keys)}")
+                       f"{what} takes {', '.join(keys)}")
     return body
 
 

@@ -4,7 +4,10 @@ A client connects (with ``auth={"token": T}``, or the ``Authorization`` header o
 when the daemon has a token), then emits ``join`` ``{"session_id", "inline_images"?: bool}``
 and gets the ack ``{"ok": true}`` or ``{"error": {"code", "message"}}``. A joined client is in
 room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline`` (see
-``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A refused connect gets a
+``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A joined client may
+answer a tool's request for values with ``elicitation_answer`` ``{"session_id", "id",
+"action", "content"}`` (as ``POST /sessions/{sid}/elicitations/{id}``); the ack is ``{"ok":
+true, "id", "action"}`` or the error the route would send. A refused connect gets a
 ``connect_error`` with the message and the data ``{"code", "message"}``.
 
 Before the token is checked a client costs little and not for long: at most ``[serve]
@@ -29,17 +32,20 @@ import socketio  # type: ignore[import-untyped]  # the package ships no type hin
 
 from silica.agent.sessions import SessionError, session_path
 from silica.security.text import safe_text
+from silica.serve.asking import Elicitations
 from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_matches
 from silica.serve.bodies import JSON
 from silica.serve.bus import NAMESPACE, EventBus, room
-from silica.serve.errors import error_body
+from silica.serve.errors import ApiError, error_body
 from silica.serve.options import ServeOptions
 
 log = logging.getLogger("silica.serve")
 
 
-def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
-    """The Socket.IO server, its events emitted through ``bus``."""
+def make_sio(options: ServeOptions, bus: EventBus,
+             asking: Elicitations | None = None) -> socketio.AsyncServer:
+    """The Socket.IO server, its events emitted through ``bus``; ``asking`` takes its
+    clients' answers to elicitations (``None``: none are taken)."""
 
     def allowed(origin: str | None, environ: dict) -> bool:
         return origin_allowed(origin, environ.get("HTTP_HOST", ""),
@@ -50,7 +56,7 @@ def make_sio(options: ServeOptions, bus: EventBus) -> socketio.AsyncServer:
     sio = Server(async_mode="asgi", client_manager=bus.client_manager() or LocalManager(),
                  cors_allowed_origins=allowed, logger=False, engineio_logger=OneLine(log),
                  max_pending=serve.max_pending_socketio, timeout=serve.header_timeout)
-    sio.register_namespace(Events(options))
+    sio.register_namespace(Events(options, asking))
     bus.attach(sio)
     return sio
 
@@ -182,6 +188,7 @@ class EngineIO(engineio.AsyncServer):
 
 _MALFORMED = (ValueError, TypeError, LookupError, AttributeError, RecursionError)
 _RESERVED = frozenset({"connect", "connect_error", "disconnect", "__disconnect_final"})
+_ONE_OBJECT = ("join", "leave", "elicitation_answer")
 _KEEP: set[asyncio.Task] = set()
 
 
@@ -194,9 +201,9 @@ def _spawn(coro: Any) -> None:
 class Events(socketio.AsyncNamespace):
     """Handlers of the ``/events`` namespace."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, asking: Elicitations | None = None) -> None:
         super().__init__(NAMESPACE)
-        self.options = options
+        self.options, self.asking = options, asking
         self.exists: Callable[[str], bool] = self._exists
 
     async def on_connect(self, sid: str, environ: dict, auth: Any = None) -> None:
@@ -216,7 +223,7 @@ class Events(socketio.AsyncNamespace):
                            'auth={"token": "<token>"}')
 
     async def trigger_event(self, event: str, *args: Any) -> Any:
-        if event in ("join", "leave") and len(args) > 2:  # (sid, data): one argument
+        if event in _ONE_OBJECT and len(args) > 2:  # (sid, data): one argument
             return error_body(f"invalid_{event}", f'emit "{event}" with one object')
         return await super().trigger_event(event, *args)
 
@@ -245,6 +252,23 @@ class Events(socketio.AsyncNamespace):
             return error_body("invalid_leave", 'leave with {"session_id": "<id>"}')
         await self.leave_session(sid, data["session_id"])
         return {"ok": True}
+
+    async def on_elicitation_answer(self, sid: str, data: Any = None) -> dict:
+        example = ('{"session_id": "<id>", "id": "<request id>", "action": "accept", '
+                   '"content": {...}}')
+        if not isinstance(data, dict) or not isinstance(data.get("session_id"), str) \
+                or not isinstance(data.get("id"), str):
+            return error_body("invalid_elicitation_answer", f"answer with {example}")
+        session_id = data["session_id"]
+        if self.asking is None or room(session_id) not in self.rooms(sid):
+            return error_body("not_joined", f"join session {session_id[:64]} before "
+                              "answering its requests")
+        body = {k: v for k, v in data.items() if k not in ("session_id", "id")}
+        try:
+            answer = self.asking.answer(session_id, data["id"], body)
+        except ApiError as exc:
+            return error_body(exc.code, exc.message, **exc.extra)
+        return {"ok": True, "id": data["id"], "action": answer.action}
 
     async def leave_session(self, sid: str, session_id: str) -> None:
         for name in (room(session_id), room(session_id, "refs"), room(session_id, "inline")):

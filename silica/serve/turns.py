@@ -42,6 +42,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.images.store import StoreError, image_file
 from silica.providers.base import ProviderError
+from silica.serve.asking import Elicitations
 from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
 from silica.serve.errors import ApiError, no_session, turn_running
@@ -89,6 +90,7 @@ class TurnRunner:
         self.slots: collections.OrderedDict[str, Slot] = collections.OrderedDict()
         self.tasks: set[asyncio.Task] = set()
         self.bodies = BodyBudget(options.settings.serve.max_body_memory)
+        self.asking = Elicitations(self.home, timeout=options.settings.mcp.elicitation_timeout)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -227,6 +229,8 @@ class TurnRunner:
     async def _run(self, slot: Slot, turn: Turn, agent: Agent, text: str,
                    refs: list[ImageRefBlock]) -> None:
         agent.listen(agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id))
+        # its tools' requests for values are put to whoever watches the session
+        agent.toolbox.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id)
         failure: ApiError | None = None
         reply_text, stop_reason = "", "error"
         cancelled = False
@@ -241,6 +245,7 @@ class TurnRunner:
         except Exception as exc:  # every failure is an event; the session stays usable
             failure = _failure(exc)
         finally:
+            self.asking.end_turn(turn.turn_id)
             agent.release_turn()
             slot.claimed, slot.turn = False, None
         usage = agent.usage.model_dump()
