@@ -1,7 +1,7 @@
 """Elicitation in the daemon: a tool's request for values, put to whoever watches the session.
 
     asking = Elicitations(home, timeout=settings.mcp.elicitation_timeout)
-    agent.elicit = asking.asker(pump, session_id, turn_id)   # for one turn
+    agent.elicit = asking.asker(pump, session_id, turn_id, number)   # for one turn
     asking.answer(session_id, request_id, body)               # POST .../elicitations/{id}
     asking.end_turn(turn_id)                                  # a stopped turn: cancel its own
 
@@ -55,6 +55,7 @@ class Open:
     request: Elicitation
     session_id: str
     turn_id: str
+    turn: int
     answer: asyncio.Future[Answer] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -68,16 +69,17 @@ class Elicitations:
         self.open: dict[str, Open] = {}
         self.finished: dict[str, str] = {}  # id -> session, of requests answered here
 
-    def asker(self, pump: Pump, session_id: str, turn_id: str) -> Asker:
-        """The ``Asker`` of one turn of the session: its requests are shown on ``pump``."""
+    def asker(self, pump: Pump, session_id: str, turn_id: str, turn: int) -> Asker:
+        """The ``Asker`` of turn ``turn`` (``turn_id``) of the session: its requests are
+        shown on ``pump``."""
 
         async def ask(request: Elicitation) -> Answer:
-            return await self._ask(pump, session_id, turn_id, request)
+            return await self._ask(pump, Open(request, session_id, turn_id, turn))
 
         return ask
 
-    async def _ask(self, pump: Pump, session_id: str, turn_id: str,
-                   request: Elicitation) -> Answer:
+    async def _ask(self, pump: Pump, pending: Open) -> Answer:
+        request, session_id, turn_id = pending.request, pending.session_id, pending.turn_id
         try:  # a built-in's request is checked as an MCP server's is: the page shows it
             checked = check_request(request.source, request.message, request.schema)
         except ElicitationError as exc:
@@ -88,7 +90,7 @@ class Elicitations:
                           "already waiting for an answer")
         eid = request.id if request.id and request.id not in self.open \
             and request.id not in self.finished else secrets.token_hex(8)
-        pending = Open(dataclasses.replace(checked, id=eid), session_id, turn_id)
+        pending.request = dataclasses.replace(checked, id=eid)
         self.open[eid] = pending
         pump.put("elicitation", {"turn_id": turn_id, **_shown(pending.request)})
         answer = Answer("cancel", reason="the turn was stopped")
@@ -148,7 +150,8 @@ class Elicitations:
         """The session's finished requests (the last ``MAX_SAVED``, oldest first, each with
         ``action`` and ``reason``), then its open ones (``action`` null)."""
         shown = self._saved(session_id)
-        shown += [{"turn_id": o.turn_id, **_shown(o.request), "action": None, "reason": ""}
+        shown += [{"turn_id": o.turn_id, "turn": o.turn, **_shown(o.request), "action": None,
+                   "reason": ""}
                   for o in self.open.values() if o.session_id == session_id]
         return shown
 
@@ -164,7 +167,7 @@ class Elicitations:
         path = self._file(pending.session_id)
         if path is None:
             return
-        record = {"turn_id": pending.turn_id, **_shown(pending.request),
+        record = {"turn_id": pending.turn_id, "turn": pending.turn, **_shown(pending.request),
                   "action": answer.action, "reason": answer.reason}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

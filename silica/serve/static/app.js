@@ -21,6 +21,7 @@ const state = {
   listed: "", // the last sessions list drawn, to redraw only on change
   elsewhere: false, // the history said a turn runs, and none of its events came here
   sending: false,
+  asks: new Map(), // open elicitation id -> its form
 };
 
 /** An element; string children become text nodes (safe), attributes are set as given. */
@@ -35,10 +36,11 @@ function el(tag, attrs = {}, ...children) {
 }
 
 class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, field = "") {
     super(message);
     this.status = status;
     this.code = code;
+    this.field = field; // the field of a form the daemon found at fault, if any
   }
 }
 
@@ -63,7 +65,7 @@ async function api(path, { method = "GET", json, body } = {}) {
   }
   const err = (data && data.error) || {};
   throw new ApiError(res.status, err.code || `http_${res.status}`,
-    err.message || `The daemon answered HTTP ${res.status}.`);
+    err.message || `The daemon answered HTTP ${res.status}.`, err.field || "");
 }
 
 const sessionPath = (sid, rest = "") => `/sessions/${encodeURIComponent(sid)}${rest}`;
@@ -245,6 +247,12 @@ function renderHistory(history) {
       else if (item.type === "image_ref") view.root.append(picture(item));
     }
   }
+  state.asks.clear();
+  for (const ask of history.elicitations || []) {
+    const view = turnView(`history:${ask.turn}`);
+    if (ask.action) askDone(view, ask);
+    else askForm(view, ask);
+  }
   for (const turn of history.turns || []) {
     if (turn.status === "interrupted") {
       note(turnView(`history:${turn.turn}`), "meta", "This turn was interrupted.");
@@ -254,6 +262,150 @@ function renderHistory(history) {
   busy(Boolean(history.running));
   state.elsewhere = Boolean(history.running);
   log.scrollTop = log.scrollHeight;
+}
+
+// -- a tool asks for values (elicitation) --------------------------------------------------
+
+const DONE_WORDS = { accept: "accepted", decline: "declined", cancel: "cancelled" };
+
+/** The choices of an enum or multi-select field: [value, label] (silica.mcp.elicit.choices). */
+function choicesOf(prop) {
+  const source = prop.type === "array" ? prop.items || {} : prop;
+  if (source.enum) return source.enum.map((v, i) => [v, (source.enumNames || source.enum)[i]]);
+  return (source.oneOf || source.anyOf || []).map((o) => [o.const, o.title ?? o.const]);
+}
+
+function kindOf(prop) {
+  if (prop.type === "array") return "multi";
+  if (prop.enum || prop.oneOf) return "enum";
+  return prop.type;
+}
+
+const INPUT_TYPES = { email: "email", uri: "url", date: "date" };
+
+/** One field of the form: its label (title, required mark), description and input. */
+function askField(formId, name, prop, required, index) {
+  const id = `${formId}-${index}`;
+  const kind = kindOf(prop);
+  const title = prop.title || name;
+  const mark = required ? el("span", { class: "required", "aria-hidden": "true" }, " *") : null;
+  const description = prop.description
+    ? el("p", { class: "description meta", id: `${id}-about` }, prop.description) : null;
+  const about = description ? `${id}-about` : false;
+  let input;
+  if (kind === "multi") {
+    const picked = new Set(prop.default || []);
+    input = el("fieldset", { class: "choices", "aria-describedby": about },
+      el("legend", {}, title, mark),
+      ...choicesOf(prop).map(([value, label], i) => el("label", {},
+        el("input", { type: "checkbox", name, value, id: `${id}-${i}`,
+          checked: picked.has(value) }), " ", label)));
+    return el("div", { class: "field", "data-name": name, "data-kind": kind }, input, description);
+  }
+  if (kind === "enum") {
+    input = el("select", { id, name, required, "aria-describedby": about },
+      (required && prop.default !== undefined) ? null : el("option", { value: "" }, "—"),
+      ...choicesOf(prop).map(([value, label]) => el("option", { value,
+        selected: value === prop.default }, label)));
+  } else if (kind === "boolean") {
+    input = el("input", { type: "checkbox", id, name, checked: prop.default === true,
+      "aria-describedby": about });
+  } else if (kind === "number" || kind === "integer") {
+    input = el("input", { type: "number", id, name, required, min: prop.minimum,
+      max: prop.maximum, step: kind === "integer" ? 1 : "any", value: prop.default,
+      "aria-describedby": about });
+  } else {
+    input = el("input", { type: INPUT_TYPES[prop.format] || "text", id, name, required,
+      minlength: prop.minLength, maxlength: prop.maxLength, value: prop.default,
+      "aria-describedby": about });
+  }
+  const label = el("label", { for: id }, title, mark);
+  return el("div", { class: `field ${kind}`, "data-name": name, "data-kind": kind },
+    kind === "boolean" ? el("span", {}, input, " ", label) : label,
+    kind === "boolean" ? null : input, description);
+}
+
+/** What the form holds, as the answer's content (the daemon checks and converts it). */
+function askContent(form) {
+  const content = {};
+  for (const field of form.querySelectorAll(".field")) {
+    const { name, kind } = field.dataset;
+    if (kind === "multi") {
+      const picked = [...field.querySelectorAll("input:checked")].map((i) => i.value);
+      if (picked.length || form.ask.schema.required?.includes(name)) content[name] = picked;
+    } else if (kind === "boolean") {
+      content[name] = field.querySelector("input").checked;
+    } else {
+      const value = field.querySelector("input, select").value;
+      if (value !== "") content[name] = value;
+    }
+  }
+  return content;
+}
+
+/** A tool's request for values, as a form in the conversation. */
+function askForm(view, ask) {
+  if (state.asks.has(ask.id)) return;
+  view.text = null;
+  const formId = `ask-${ask.id}`;
+  const schema = ask.schema || {};
+  const required = new Set(schema.required || []);
+  const problem = el("p", { class: "problem refusal", role: "alert" });
+  const form = el("form", { class: "elicitation", "aria-labelledby": `${formId}-title`,
+    novalidate: true },
+    el("h4", { id: `${formId}-title` }, `${ask.source || "A tool"} asks`),
+    el("p", { class: "message" }, ask.message || ""),
+    ...Object.entries(schema.properties || {}).map(([name, prop], i) =>
+      askField(formId, name, prop, required.has(name), i)),
+    problem,
+    el("div", { class: "actions" },
+      el("button", { type: "submit", value: "accept", class: "accept" }, "Accept"),
+      el("button", { type: "submit", value: "decline" }, "Decline"),
+      el("button", { type: "submit", value: "cancel" }, "Cancel")));
+  form.ask = ask;
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    answerAsk(form, event.submitter?.value || "accept");
+  });
+  state.asks.set(ask.id, form);
+  view.root.append(form);
+}
+
+async function answerAsk(form, action) {
+  const { ask } = form;
+  const problem = form.querySelector(".problem");
+  const body = action === "accept" ? { action, content: askContent(form) } : { action };
+  for (const bad of form.querySelectorAll("[aria-invalid]")) bad.removeAttribute("aria-invalid");
+  problem.textContent = "";
+  form.inert = true; // one answer at a time
+  try {
+    await api(sessionPath(state.sid, `/elicitations/${encodeURIComponent(ask.id)}`),
+      { method: "POST", json: body });
+    problem.textContent = ""; // the elicitation_done event replaces the form
+  } catch (err) {
+    form.inert = false;
+    problem.textContent = err.message;
+    if (err.status === 404 || err.status === 409) return; // it is over: the event says how
+    const field = err.field && [...form.querySelectorAll(".field")]
+      .find((f) => f.dataset.name === err.field);
+    const input = field?.querySelector("input, select");
+    if (input) {
+      input.setAttribute("aria-invalid", "true");
+      input.focus();
+    }
+  }
+}
+
+function askDoneNote(ask, done) {
+  const word = DONE_WORDS[done.action] || done.action;
+  return el("p", { class: "elicitation-done meta" },
+    `${ask.source || "A tool"} asked: “${ask.message || ""}” — ${word}`,
+    done.reason ? ` (${done.reason})` : "");
+}
+
+function askDone(view, ask) {
+  view.text = null;
+  view.root.append(askDoneNote(ask, ask));
 }
 
 // -- events ----------------------------------------------------------------------------
@@ -285,6 +437,13 @@ const handlers = {
     view.images.add(d.image_id);
     view.text = null;
     view.root.append(picture(d));
+  },
+  elicitation: (d) => askForm(turnView(d.turn_id), d),
+  elicitation_done(d) {
+    const form = state.asks.get(d.id);
+    if (!form) return;
+    state.asks.delete(d.id);
+    form.replaceWith(askDoneNote(form.ask, d));
   },
   turn_end(d) {
     state.ended.add(d.turn_id);

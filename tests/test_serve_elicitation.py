@@ -1,0 +1,380 @@
+"""Elicitation in `silica serve`: a tool asks the person for values while its turn runs.
+
+A real daemon (`python -m silica serve`) runs in a subprocess with a plugin (an entry point on
+its PYTHONPATH) that registers the built-in tool `probe`: it puts `many` requests for values
+to its `ToolContext.elicit` at once and answers with what it got back, as JSON. The model is
+the suite's local Anthropic wire server, scripted to call `probe`. The person answers over
+HTTP, over Socket.IO, or on the page in the real headless Chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from serve_daemon import SioListener, SseReader, start_daemon
+from wire import WireServer, anthropic_server, text, tool_call
+
+expect.set_options(timeout=30_000)
+
+TOKEN = "elicit-page-secret-0123456789"
+MAX_OPEN = 8  # silica.serve.asking.MAX_OPEN
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "description": "as on the badge",
+                 "minLength": 2},
+        "count": {"type": "integer", "title": "How many", "minimum": 1, "maximum": 10,
+                  "default": 2},
+        "colour": {"type": "string", "title": "Colour", "enum": ["r", "g", "b"],
+                   "enumNames": ["Red", "Green", "Blue"], "default": "g"},
+        "fast": {"type": "boolean", "title": "Express", "default": False},
+        "tags": {"type": "array", "title": "Tags",
+                 "items": {"anyOf": [{"const": "x", "title": "Ex"},
+                                     {"const": "y", "title": "Why"},
+                                     {"const": "z", "title": "Zed"}]}},
+    },
+    "required": ["name", "count"],
+}
+PLUGIN = f"""
+import asyncio, json
+from silica.blocks import TextBlock, ToolResult
+from silica.elicitation import Elicitation
+from silica.hookspecs import hookimpl
+from silica.tools.builtin import BuiltinTool
+
+SCHEMA = {SCHEMA!r}
+
+
+async def run(arguments, context):
+    if context.elicit is None:
+        return ToolResult(blocks=[TextBlock(text="nobody to ask")])
+    request = Elicitation(source="probe", message=arguments.get("message", "Fill it in."),
+                          schema=SCHEMA)
+    answers = await asyncio.gather(*(context.elicit(request)
+                                     for _ in range(int(arguments.get("many", 1)))))
+    said = [{{"action": a.action, "content": a.content, "reason": a.reason}} for a in answers]
+    return ToolResult(blocks=[TextBlock(text="ANSWERS " + json.dumps(said, sort_keys=True))])
+
+
+@hookimpl
+def silica_builtin_tools(register):
+    register(BuiltinTool(name="probe", description="asks the person for values",
+                         input_schema={{"type": "object", "properties": {{
+                             "message": {{"type": "string"}}, "many": {{"type": "integer"}}}}}},
+                         run=run))
+"""
+
+
+def plugin_site(folder: Path) -> Path:
+    """A folder for PYTHONPATH holding the plugin module and its entry point."""
+    site = folder / "site"
+    dist = site / "elicitprobe-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: elicitprobe\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[silica]\nelicitprobe = elicitprobe\n")
+    (site / "elicitprobe.py").write_text(textwrap.dedent(PLUGIN))
+    return site
+
+
+def env_for(model: WireServer, home: Path, site: Path) -> dict[str, str]:
+    return {**model.env, "SILICA_PROVIDER": "anthropic", "SILICA_HOME": str(home),
+            "PYTHONPATH": str(site), "SILICA_LOAD_PLUGINS": "elicitprobe"}
+
+
+def home_with(tmp: Path, *, timeout: float | None = None) -> Path:
+    home = tmp / "home"
+    home.mkdir()
+    if timeout is not None:
+        (home / "config.toml").write_text(f"[mcp]\nelicitation_timeout = {timeout}\n")
+    return home
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[WireServer]:
+    with anthropic_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def daemon(model, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serve-elicit")
+    home = home_with(tmp)
+    with start_daemon(home, env=env_for(model, home, plugin_site(tmp)), cwd=tmp,
+                      token=TOKEN) as served:
+        yield served
+
+
+class Listener(SioListener):
+    EVENTS = (*SioListener.EVENTS, "elicitation", "elicitation_done")
+
+
+def answers_of(events: list) -> list[dict]:
+    """What the tool got back, from its tool_result event."""
+    [result] = [d for n, d in events if n == "tool_result" and d["name"] == "probe"]
+    return json.loads(result["text"].split("ANSWERS ", 1)[1])
+
+
+def new_session(daemon) -> str:
+    with daemon.client() as http:
+        return http.post("/sessions", json={}).json()["session_id"]
+
+
+def test_http_answer_reaches_the_tool_and_sse_and_socketio_carry_the_request(daemon, model):
+    sid = new_session(daemon)
+    model.script.clear()
+    model.add(tool_call("probe", {"message": "Who is <b>there</b>?"}), text("Thanks."))
+
+    async def go():
+        async with SseReader(daemon, sid) as sse, Listener(daemon, sid) as sio, \
+                daemon.async_client() as http:
+            posted = await http.post(f"/sessions/{sid}/messages", json={"message": "ask me"})
+            assert posted.status_code == 202
+            [*_, (_, asked)] = await sse.until("elicitation")
+            [*_, (_, heard)] = await sio.until("elicitation")
+            assert heard == asked
+            assert asked["source"] == "probe" and asked["message"] == "Who is <b>there</b>?"
+            assert asked["turn_id"] == posted.json()["turn_id"]
+            props = asked["schema"]["properties"]
+            assert props["colour"]["enumNames"] == ["Red", "Green", "Blue"]
+            assert asked["schema"]["required"] == ["name", "count"]
+            url = f"/sessions/{sid}/elicitations/{asked['id']}"
+
+            bad = await http.post(url, json={"action": "accept",
+                                             "content": {"name": "Ada", "count": "many"}})
+            assert bad.status_code == 400
+            error = bad.json()["error"]
+            assert error["code"] == "invalid_answer" and error["field"] == "count"
+            assert "'count' must be a whole number" in error["message"]
+            missing = await http.post(url, json={"action": "accept", "content": {"count": 3}})
+            assert missing.status_code == 400 and missing.json()["error"]["field"] == "name"
+            wrong = await http.post(url, json={"action": "maybe"})
+            assert wrong.status_code == 400 and "action" in wrong.json()["error"]["message"]
+            unknown = await http.post(f"/sessions/{sid}/elicitations/nosuchid",
+                                      json={"action": "decline"})
+            assert unknown.status_code == 404
+
+            good = await http.post(url, json={"action": "accept", "content": {
+                "name": "Ada", "count": "3", "colour": "b", "fast": True, "tags": ["x", "z"]}})
+            assert good.status_code == 200, good.text
+            assert good.json() == {"id": asked["id"], "action": "accept"}
+            [*_, (_, done)] = await sse.until("elicitation_done")
+            [*_, (_, done_sio)] = await sio.until("elicitation_done")
+            assert done == done_sio
+            assert done["id"] == asked["id"] and done["action"] == "accept"
+            events = await sse.until("turn_end")
+            again = await http.post(url, json={"action": "decline"})
+            assert again.status_code == 409
+            history = (await http.get(f"/sessions/{sid}/history")).json()
+            return events, asked, history
+
+    events, asked, history = asyncio.run(go())
+    assert answers_of(events) == [{"action": "accept", "reason": "", "content": {
+        "name": "Ada", "count": 3, "colour": "b", "fast": True, "tags": ["x", "z"]}}]
+    [saved] = history["elicitations"]
+    assert saved["id"] == asked["id"] and saved["action"] == "accept"
+    assert saved["message"] == "Who is <b>there</b>?"
+    assert "Ada" not in json.dumps(saved)  # the values went to the tool, not to the record
+
+
+def test_socketio_answer_declines_and_must_be_joined(daemon, model):
+    sid = new_session(daemon)
+    other = new_session(daemon)
+    model.script.clear()
+    model.add(tool_call("probe", {}), text("Fine."))
+
+    async def go():
+        async with SseReader(daemon, sid) as sse, Listener(daemon, other) as stranger, \
+                Listener(daemon, sid) as sio, daemon.async_client() as http:
+            await http.post(f"/sessions/{sid}/messages", json={"message": "ask"})
+            [*_, (_, asked)] = await sio.until("elicitation")
+            refused = await stranger.client.call("elicitation_answer", {
+                "session_id": sid, "id": asked["id"], "action": "accept"},
+                namespace="/events", timeout=30)
+            assert refused["error"]["code"] == "not_joined"
+            bad = await sio.client.call("elicitation_answer", {
+                "session_id": sid, "id": asked["id"], "action": "accept",
+                "content": {"name": "A"}}, namespace="/events", timeout=30)
+            assert bad["error"]["code"] == "invalid_answer" and bad["error"]["field"] == "name"
+            ack = await sio.client.call("elicitation_answer", {
+                "session_id": sid, "id": asked["id"], "action": "decline"},
+                namespace="/events", timeout=30)
+            assert ack == {"ok": True, "id": asked["id"], "action": "decline"}
+            [*_, (_, done)] = await sse.until("elicitation_done")
+            assert done["action"] == "decline"
+            return await sse.until("turn_end")
+
+    assert answers_of(asyncio.run(go())) == [{"action": "decline", "content": None,
+                                              "reason": ""}]
+
+
+def test_more_open_requests_than_allowed_are_declined(daemon, model):
+    sid = new_session(daemon)
+    model.script.clear()
+    model.add(tool_call("probe", {"many": MAX_OPEN + 2}), text("Done."))
+
+    async def go():
+        async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+            await http.post(f"/sessions/{sid}/messages", json={"message": "ask a lot"})
+            asked = []
+            while len(asked) < MAX_OPEN:
+                [*_, (_, one)] = await sse.until("elicitation")
+                asked.append(one)
+            listed = (await http.get(f"/sessions/{sid}/history")).json()["elicitations"]
+            assert sorted(i["id"] for i in listed) == sorted(a["id"] for a in asked)
+            assert all(i["action"] is None for i in listed)  # open
+            for one in asked:
+                sent = await http.post(f"/sessions/{sid}/elicitations/{one['id']}",
+                                       json={"action": "cancel"})
+                assert sent.status_code == 200
+            return await sse.until("turn_end")
+
+    events = asyncio.run(go())
+    assert not [e for e in events if e[0] == "elicitation"]  # no more were shown
+    got = answers_of(events)
+    assert sorted(a["action"] for a in got) == ["cancel"] * MAX_OPEN + ["decline"] * 2
+    assert all("already waiting" in a["reason"] for a in got if a["action"] == "decline")
+
+
+def test_a_request_nobody_answers_is_declined_when_it_times_out(model, tmp_path):
+    home = home_with(tmp_path, timeout=1)
+    with start_daemon(home, env=env_for(model, home, plugin_site(tmp_path)),
+                      cwd=tmp_path) as daemon:
+        sid = new_session(daemon)
+        model.script.clear()
+        model.add(tool_call("probe", {}), text("Nobody there."))
+
+        async def go():
+            async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+                await http.post(f"/sessions/{sid}/messages", json={"message": "ask"})
+                [*_, (_, asked)] = await sse.until("elicitation")
+                [*_, (_, done)] = await sse.until("elicitation_done")
+                events = await sse.until("turn_end")
+                late = await http.post(f"/sessions/{sid}/elicitations/{asked['id']}",
+                                       json={"action": "accept", "content": {}})
+                return asked, done, events, late
+
+        asked, done, events, late = asyncio.run(go())
+    assert done["id"] == asked["id"] and done["action"] == "decline"
+    assert "nobody answered" in done["reason"]
+    [got] = answers_of(events)
+    assert got["action"] == "decline" and "nobody answered" in got["reason"]
+    assert late.status_code == 409
+
+
+def test_a_stopped_daemon_cancels_the_open_request(model, tmp_path):
+    home = home_with(tmp_path)
+    with start_daemon(home, env=env_for(model, home, plugin_site(tmp_path)),
+                      cwd=tmp_path) as daemon:
+        sid = new_session(daemon)
+        model.script.clear()
+        model.add(tool_call("probe", {}), text("unused"))
+
+        async def go():
+            async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+                await http.post(f"/sessions/{sid}/messages", json={"message": "ask"})
+                [*_, (_, asked)] = await sse.until("elicitation")
+                await asyncio.to_thread(daemon.stop)
+                return asked, await sse.until("elicitation_done")
+
+        asked, events = asyncio.run(go())
+    done = events[-1][1]
+    assert done["id"] == asked["id"] and done["action"] == "cancel"
+    saved = (home / "sessions" / sid / "elicitations.jsonl").read_text().splitlines()
+    assert json.loads(saved[-1])["action"] == "cancel"
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
+                                     args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def tab(browser: Browser, daemon) -> tuple[Page, list[str]]:
+    context = browser.new_context(base_url=daemon.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"/?token={TOKEN}")
+    return page, errors
+
+
+def test_the_page_shows_a_form_and_the_tool_gets_what_the_browser_typed(browser, daemon,
+                                                                         model):
+    page, errors = tab(browser, daemon)
+    second, errors2 = tab(browser, daemon)
+    model.script.clear()
+    model.add(tool_call("probe", {"message": "Who is <b>there</b>?"}), text("Thanks, Ada."))
+    page.get_by_role("button", name="New session").click()
+    page.wait_for_function("location.hash.length > 1")
+    sid = page.evaluate("location.hash.slice(1)")
+    assert sid
+    second.goto(f"/#{sid}")
+    page.get_by_role("textbox", name="Message").fill("ask me")
+    page.get_by_role("button", name="Send", exact=True).click()
+
+    form = page.locator("form.elicitation")
+    expect(form).to_be_visible()
+    expect(second.locator("form.elicitation")).to_be_visible()  # every tab shows it
+    expect(form.locator(".message")).to_have_text("Who is <b>there</b>?")  # text, not HTML
+    expect(form.locator(".message b")).to_have_count(0)
+    expect(form).to_contain_text("probe")
+    name = form.get_by_label("Your name")
+    expect(name).to_have_attribute("required", "")
+    expect(name).to_have_accessible_description("as on the badge")
+    count = form.get_by_label("How many")
+    expect(count).to_have_attribute("type", "number")
+    expect(count).to_have_value("2")
+    colour = form.get_by_label("Colour")
+    expect(colour).to_have_value("g")
+    expect(colour.locator("option")).to_have_text(["—", "Red", "Green", "Blue"])  # optional
+    fast = form.get_by_label("Express")
+    expect(fast).to_have_attribute("type", "checkbox")
+    expect(fast).not_to_be_checked()
+
+    name.fill("A")  # too short: the daemon says so and the form stays open
+    form.get_by_role("button", name="Accept").click()
+    expect(form.locator(".problem")).to_contain_text("'name' must be at least 2 characters")
+    expect(form).to_be_visible()
+    name.fill("Ada Lovelace")
+    count.fill("7")
+    colour.select_option("b")
+    fast.check()
+    form.get_by_role("checkbox", name="Why").check()
+    form.get_by_role("checkbox", name="Zed").check()
+    form.get_by_role("button", name="Accept").click()
+
+    expect(page.locator(".msg.assistant").last).to_have_text("Thanks, Ada.")
+    expect(form).to_have_count(0)
+    answered = page.locator(".elicitation-done")
+    expect(answered).to_contain_text("accepted")
+    expect(second.locator("form.elicitation")).to_have_count(0)  # closed in the other tab
+    expect(second.locator(".elicitation-done")).to_contain_text("accepted")
+
+    with daemon.client() as http:
+        history = http.get(f"/sessions/{sid}/history").json()
+    [result] = [i for m in history["messages"] for i in m["content"]
+                if i["type"] == "tool_result"]
+    got = json.loads(result["content"][0]["text"].split("ANSWERS ", 1)[1])
+    assert got == [{"action": "accept", "reason": "", "content": {
+        "name": "Ada Lovelace", "count": 7, "colour": "b", "fast": True, "tags": ["y", "z"]}}]
+
+    page.reload()  # the history shows the request as answered
+    expect(page.locator(".elicitation-done")).to_contain_text("accepted")
+    expect(page.locator(".elicitation-done")).to_contain_text("Who is <b>there</b>?")
+    expect(page.locator("form.elicitation")).to_have_count(0)
+    page.context.close()
+    second.context.close()
+    assert not errors and not errors2, errors + errors2
