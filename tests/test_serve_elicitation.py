@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import textwrap
 from collections.abc import Iterator
@@ -85,7 +86,8 @@ def plugin_site(folder: Path) -> Path:
 
 def env_for(model: WireServer, home: Path, site: Path) -> dict[str, str]:
     return {**model.env, "SILICA_PROVIDER": "anthropic", "SILICA_HOME": str(home),
-            "PYTHONPATH": str(site), "SILICA_LOAD_PLUGINS": "elicitprobe"}
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+            "SILICA_LOAD_PLUGINS": "elicitprobe"}
 
 
 def home_with(tmp: Path, *, timeout: float | None = None) -> Path:
