@@ -18,9 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from serve_daemon import SioListener, SseReader, start_daemon
 from wire import WireServer, anthropic_server, text, tool_call
+
+from silica.mcp.elicit import check_answer, check_request
+from silica.serve.asking import Elicitations, Open
+from silica.serve.errors import ApiError
 
 expect.set_options(timeout=30_000)
 
@@ -126,6 +132,46 @@ def answers_of(events: list) -> list[dict]:
 def new_session(daemon) -> str:
     with daemon.client() as http:
         return http.post("/sessions", json={}).json()["session_id"]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=3),
+    max_leaves=8)
+FIELDS = st.sampled_from([*SCHEMA["properties"], "other"])
+ANSWERS = st.one_of(
+    st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=3),
+    st.fixed_dictionaries(
+        {"action": st.sampled_from(["accept", "decline", "cancel"]) | JSON_VALUES},
+        optional={"content": st.dictionaries(FIELDS, JSON_VALUES | st.text(max_size=12),
+                                             max_size=6) | JSON_VALUES}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=ANSWERS)
+def test_any_answer_body_is_taken_checked_or_refused_with_a_clear_error(body):
+    """``Elicitations.answer``, the reader of every answer (route and Socket.IO): whatever
+    JSON object comes, it is an answer that fits the schema or a 400 naming what is wrong,
+    and a refused answer leaves the request open."""
+    loop = asyncio.new_event_loop()
+    try:
+        asking = Elicitations(Path("/nonexistent"), timeout=5)
+        request = check_request("probe", "Fill it in.", SCHEMA)
+        pending = Open(request, "s1", "t1", 1, answer=loop.create_future())
+        asking.open[request.id] = pending
+        try:
+            answer = asking.answer("s1", request.id, body)
+        except ApiError as exc:
+            assert exc.status == 400 and exc.message and not pending.answer.done()
+            return
+        assert pending.answer.result() == answer
+        if answer.action == "accept":
+            assert check_answer(request, answer.content) == answer.content
+        else:
+            assert answer.content is None
+    finally:
+        loop.close()
 
 
 def test_http_answer_reaches_the_tool_and_sse_and_socketio_carry_the_request(daemon, model):
@@ -290,6 +336,45 @@ def test_a_stopped_daemon_cancels_the_open_request(model, tmp_path):
     assert done["id"] == asked["id"] and done["action"] == "cancel"
     saved = (home / "sessions" / sid / "elicitations.jsonl").read_text().splitlines()
     assert json.loads(saved[-1])["action"] == "cancel"
+
+
+def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_path):
+    from test_serve_redis import RedisServer
+
+    home = home_with(tmp_path)
+    env = env_for(model, home, plugin_site(tmp_path))
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as a, \
+                start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as b:
+            sid = new_session(a)
+            model.script.clear()
+            model.add(tool_call("probe", {}), text("Over there."))
+
+            async def go():
+                async with SseReader(a, sid) as sse, Listener(a, sid) as sio, \
+                        a.async_client() as at_a, b.async_client() as at_b:
+                    await at_b.post(f"/sessions/{sid}/messages", json={"message": "ask"})
+                    [*_, (_, asked)] = await sse.until("elicitation")
+                    [*_, (_, heard)] = await sio.until("elicitation")
+                    assert heard == asked
+                    url = f"/sessions/{sid}/elicitations/{asked['id']}"
+                    elsewhere = await at_a.post(url, json={"action": "decline"})
+                    assert elsewhere.status_code == 404
+                    assert "daemon whose turn asked" in elsewhere.json()["error"]["message"]
+                    sent = await at_b.post(url, json={"action": "accept",
+                                                      "content": {"name": "Bo", "count": 1}})
+                    assert sent.status_code == 200, sent.text
+                    [*_, (_, done)] = await sio.until("elicitation_done")
+                    events = await sse.until("turn_end")
+                    return asked, done, events
+
+            asked, done, events = asyncio.run(go())
+    finally:
+        server.stop()
+    assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "action": "accept",
+                    "reason": ""}
+    assert answers_of(events)[0]["content"]["name"] == "Bo"
 
 
 # -- the page ---------------------------------------------------------------------------------
