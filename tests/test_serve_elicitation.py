@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shutil
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -336,6 +337,47 @@ def test_a_stopped_daemon_cancels_the_open_request(model, tmp_path):
     assert done["id"] == asked["id"] and done["action"] == "cancel"
     saved = (home / "sessions" / sid / "elicitations.jsonl").read_text().splitlines()
     assert json.loads(saved[-1])["action"] == "cancel"
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["elicitation-create", "input-required"])
+def test_an_mcp_servers_request_is_answered_over_http_and_the_server_gets_the_values(
+        model, tmp_path, legacy):
+    home = home_with(tmp_path)
+    got = tmp_path / "server-got.txt"
+    server = Path(__file__).parent / "mcp_fixtures" / "elicit_server.py"
+    args = [str(server), "--log", str(got), *(["--legacy"] if legacy else [])]
+    (home / "config.toml").write_text(
+        '[sandbox]\nmode = "off"\n[mcp.servers.asker]\n'
+        f"command = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
+        "startup_timeout = 60\n")
+    schema = {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "title": "City"},
+        "nights": {"type": "integer", "minimum": 1}}}
+    with start_daemon(home, env=env_for(model, home, plugin_site(tmp_path)),
+                      cwd=tmp_path) as daemon:
+        sid = new_session(daemon)
+        model.script.clear()
+        model.add(tool_call("asker__fill", {"schema": json.dumps(schema),
+                                            "message": "Where to?"}), text("Booked."))
+
+        async def go():
+            async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+                await http.post(f"/sessions/{sid}/messages", json={"message": "book"})
+                [*_, (_, asked)] = await sse.until("elicitation")
+                url = f"/sessions/{sid}/elicitations/{asked['id']}"
+                bad = await http.post(url, json={"action": "accept",
+                                                 "content": {"city": "Oslo", "nights": "0"}})
+                assert bad.status_code == 400 and bad.json()["error"]["field"] == "nights"
+                sent = await http.post(url, json={"action": "accept",
+                                                  "content": {"city": "Oslo", "nights": "2"}})
+                assert sent.status_code == 200, sent.text
+                return asked, await sse.until("turn_end")
+
+        asked, events = asyncio.run(go())
+    assert asked["source"] == "asker" and asked["message"] == "Where to?"
+    assert asked["schema"]["properties"]["city"]["title"] == "City"
+    assert got.read_text().splitlines() == ['accept {"city": "Oslo", "nights": 2}']
+    assert "turn_end" in [name for name, _ in events]
 
 
 def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_path):
