@@ -507,3 +507,31 @@ def test_the_page_shows_a_form_and_the_tool_gets_what_the_browser_typed(browser,
     page.context.close()
     second.context.close()
     assert not errors and not errors2, errors + errors2
+
+
+def test_a_reloaded_page_shows_an_open_request_as_a_form_that_still_answers(browser, daemon,
+                                                                            model):
+    page, errors = tab(browser, daemon)
+    model.script.clear()
+    model.add(tool_call("probe", {"message": "Still there?"}), text("Declined, fine."))
+    page.get_by_role("button", name="New session").click()
+    page.wait_for_function("location.hash.length > 1")
+    sid = page.evaluate("location.hash.slice(1)")
+    page.get_by_role("textbox", name="Message").fill("ask me")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator("form.elicitation .message")).to_have_text("Still there?")
+
+    page.reload()  # the open request comes back from the history, as a form
+    form = page.locator("form.elicitation")
+    expect(form.locator(".message")).to_have_text("Still there?")
+    form.get_by_role("button", name="Decline").click()
+    expect(form).to_have_count(0)
+    expect(page.locator(".elicitation-done")).to_contain_text("declined")
+    expect(page.locator(".msg.assistant").last).to_have_text("Declined, fine.")
+    with daemon.client() as http:
+        history = http.get(f"/sessions/{sid}/history").json()
+    [result] = [i for m in history["messages"] for i in m["content"]
+                if i["type"] == "tool_result"]
+    assert '"action": "decline"' in result["content"][0]["text"]
+    page.context.close()
+    assert not errors, errors
