@@ -93,7 +93,8 @@ class Elicitations:
         pending.request = dataclasses.replace(checked, id=eid)
         self.open[eid] = pending
         pump.put("elicitation", {"turn_id": turn_id, **_shown(pending.request)})
-        answer = Answer("cancel", reason="the turn was stopped")
+        answer = Answer("cancel", reason="the tool stopped waiting (its turn was stopped, "
+                        "or its own time ran out)")
         try:
             answer = await asyncio.wait_for(asyncio.shield(pending.answer), self.timeout)
         except TimeoutError:
