@@ -230,8 +230,8 @@ class TurnRunner:
                    refs: list[ImageRefBlock]) -> None:
         agent.listen(agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id))
         # its tools' requests for values are put to whoever watches the session
-        agent.toolbox.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
-                                                  turn.number)
+        agent.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
+                                          turn.number)
         failure: ApiError | None = None
         reply_text, stop_reason = "", "error"
         cancelled = False
