@@ -25,6 +25,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from serve_daemon import SioListener, SseReader, start_daemon
 from wire import WireServer, anthropic_server, text, tool_call
 
+from silica.elicitation import Elicitation
 from silica.mcp.elicit import check_answer, check_request
 from silica.serve.asking import Elicitations, Open
 from silica.serve.errors import ApiError
@@ -173,6 +174,30 @@ def test_any_answer_body_is_taken_checked_or_refused_with_a_clear_error(body):
             assert answer.content is None
     finally:
         loop.close()
+
+
+class Shown:
+    """A stand-in for a session's ``Pump``: what would be published."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def put(self, event: str, data: dict) -> None:
+        self.events.append((event, data))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"deep": {"type": "object", "properties": {}}}},
+    {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}},
+    {"type": "object", "properties": {}, "required": ["missing"]},
+    ["not", "an", "object"],
+], ids=["nested", "bad-default", "required-unknown", "not-an-object"])
+def test_a_request_that_is_not_valid_is_declined_and_never_shown(schema, tmp_path):
+    shown = Shown()
+    ask = Elicitations(tmp_path, timeout=5).asker(shown, "s1", "t1", 1)  # a Pump for put()
+    answer = asyncio.run(ask(Elicitation(source="probe", message="Hi", schema=schema)))
+    assert answer.action == "decline" and "not valid" in answer.reason
+    assert shown.events == []
 
 
 def test_http_answer_reaches_the_tool_and_sse_and_socketio_carry_the_request(daemon, model):
