@@ -4,7 +4,8 @@
     app = create_app(ServeOptions.make(settings, home=home, cwd=Path.cwd()))   # an ASGI app
 
 The modules, top to bottom: ``app`` (the routes, thin), ``turns`` (one turn per session, run
-in the background), ``events`` (a turn's ``AgentEvents`` made bus events, in order), ``bus``
+in the background), ``asking`` (tools' requests for values put to the session's clients),
+``events`` (a turn's ``AgentEvents`` made bus events, in order), ``bus``
 (the event bus: in-process fan-out to SSE streams and Socket.IO rooms; ``redis_bus`` shares it
 between daemons), ``sse`` and ``sio`` (the two transports),
 ``history`` (sessions and their histories as JSON, images as refs with URLs), ``auth`` (token,
