@@ -560,3 +560,18 @@ def test_a_reloaded_page_shows_an_open_request_as_a_form_that_still_answers(brow
     assert '"action": "decline"' in result["content"][0]["text"]
     page.context.close()
     assert not errors, errors
+
+
+def test_an_answer_that_is_not_json_says_what_to_send(daemon):
+    sid = new_session(daemon)
+    with daemon.client() as http:
+        sent = http.post(f"/sessions/{sid}/elicitations/abc", data={"action": "accept"})
+        empty = http.post(f"/sessions/{sid}/elicitations/abc")
+        elsewhere = http.post("/sessions/nosuchsession/elicitations/abc",
+                              json={"action": "decline"})
+    assert sent.status_code == 415
+    assert '{"action": "accept", "content": {"field": "value"}}' in \
+        sent.json()["error"]["message"]
+    assert "optional" not in sent.json()["error"]["message"]
+    assert empty.status_code == 404  # nothing to answer: no such request
+    assert elsewhere.status_code == 404 and elsewhere.json()["error"]["code"] == "no_session"

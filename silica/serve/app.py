@@ -275,7 +275,7 @@ class Routes:
         if not self.runner.exists(sid):
             raise no_session(sid)
         body = await _json_body(request, ("action", "content"), example=ANSWER_EXAMPLE,
-                                what="an answer")
+                                what="an answer", optional=False)
         answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
 
@@ -291,9 +291,10 @@ class Routes:
 
 
 async def _json_body(request: Request, keys: tuple[str, ...], *,
-                     example: str = _SESSION_EXAMPLE, what: str = "a session") -> dict:
-    """A small optional JSON object body with only ``keys`` (shaped like ``example``, for
-    ``what``); ``ApiError`` otherwise."""
+                     example: str = _SESSION_EXAMPLE, what: str = "a session",
+                     optional: bool = True) -> dict:
+    """A small JSON object body with only ``keys`` (shaped like ``example``, for ``what``;
+    ``optional``: each key may be left out); ``ApiError`` otherwise."""
     chunks = bytearray()
     async for chunk in request.stream():
         chunks += chunk
@@ -305,7 +306,8 @@ async def _json_body(request: Request, keys: tuple[str, ...], *,
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise ApiError(415, "unsupported_media_type", "send the body as application/json, "
-                       f"an object with {', '.join(keys)} (all optional)")
+                       f"an object with {', '.join(keys)}"
+                       + (" (all optional)" if optional else f", like {example}"))
     body = json_object(chunks, example=example)
     unknown = [k for k in body if k not in keys]
     if unknown:
