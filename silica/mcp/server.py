@@ -4,10 +4,13 @@
     asyncio.run(serve_http(Toolbox(), "127.0.0.1", 8765))   # `silica mcp serve --http`
 
 ``tools/list`` gives each runnable tool whose spec is valid (tool files, packs and built-ins,
-exactly what ``Toolbox.specs()`` gives a model), its ``input_schema`` passed on unchanged.
+exactly what ``Toolbox.specs()`` gives a model), by name, its ``input_schema`` passed on
+unchanged, with its title, annotations, icon and output schema (``silica.mcp.served``).
 ``tools/call`` runs ``Toolbox.acall``: text blocks become text content, image blocks (already
-checked and fitted to the Toolbox's ``image_limits``) become image content, and
-``is_error`` becomes ``isError``. An unknown tool or bad input is an error result.
+checked and fitted to the Toolbox's ``image_limits``) become image content, ``is_error``
+becomes ``isError``, and a tool with an output schema adds ``structuredContent``. An
+unknown tool or bad input is an error result. A built-in tool's ``context.elicit``, ``log``,
+``sample`` and ``progress`` reach the client of its call (``silica.mcp.talkback``).
 
 A call the client cancels (``notifications/cancelled``) is stopped with every process its
 tool started, and is not answered. A call whose request carries a ``progressToken`` gets
@@ -52,11 +55,14 @@ from mcp.server.subscriptions import (
 )
 
 from silica import __version__
-from silica.blocks import ImageBlock, ToolResult
+from silica.blocks import ToolResult
 from silica.errors import SilicaError
+from silica.mcp.served import served_result, served_tool
+from silica.mcp.talkback import TalkBack
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
+from silica.tools.model import Tool
 from silica.tools.toolbox import Toolbox
 
 log = logging.getLogger("silica.mcp")
@@ -179,24 +185,6 @@ class ProgressReporter:
             log.debug("progress notifications stopped: %s", exc)
 
 
-def call_result(result: ToolResult) -> types.CallToolResult:
-    """A silica ``ToolResult`` as MCP content: text for text, image for image, in order; a
-    block's ``audience`` becomes its ``annotations.audience``."""
-    content: list[types.ContentBlock] = []
-    for block in result.blocks:
-        # the host decides what its model and its user see, as MCP intends
-        annotations = types.Annotations(audience=list(block.audience)) if block.audience \
-            else None
-        if isinstance(block, ImageBlock):
-            content.append(types.ImageContent(type="image", data=block.base64,
-                                              mime_type=block.media_type,
-                                              annotations=annotations))
-        else:
-            content.append(types.TextContent(type="text", text=block.text,
-                                             annotations=annotations))
-    return types.CallToolResult(content=content, is_error=result.is_error)
-
-
 class ToolServer:
     """One low-level MCP ``Server`` over one ``Toolbox``, plus the folder watcher.
 
@@ -211,7 +199,10 @@ class ToolServer:
         self._discovery_lock = asyncio.Lock()
         self._events = InMemorySubscriptionBus()
         self._warnings: list[str] | None = None
-        self._known: list[dict] | None = None  # the specs of the last discovery
+        self._known: list[dict] | None = None  # the tools/list entries of the last discovery
+        self._tools: dict[str, Tool] = {}  # what those entries were made of, by name
+        self.talk = TalkBack()  # a built-in's questions, logs and progress go to its client
+        self.talk.attach(toolbox)
         self.server: Server[Any] = Server(
             "silica", version=__version__,
             instructions="The user's own script tools, run by silica.",
@@ -228,7 +219,8 @@ class ToolServer:
     # -- requests -----------------------------------------------------------------------
 
     async def _specs(self) -> list[dict]:
-        """The specs of the current discovery (made now if there is none)."""
+        """The ``tools/list`` entries (as JSON) of the current discovery (made now if there
+        is none), by name."""
         async with self._discovery_lock:
             return await self._discover()
 
@@ -240,15 +232,17 @@ class ToolServer:
             for warning in warnings:
                 log.warning("%s", warning)
             self._warnings = list(warnings)
-        self._known = self.toolbox.specs()
+        runnable = self.toolbox.discover().runnable()
+        self._tools = {name: runnable[name] for name in sorted(runnable)
+                       if runnable[name].ok and runnable[name].spec is not None}
+        self._known = [served_tool(t).model_dump(mode="json", by_alias=True, exclude_none=True)
+                       for t in self._tools.values()]
         return self._known
 
     async def _list_tools(self, ctx: ServerRequestContext,
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=s["name"], description=s["description"],
-                       input_schema=s["input_schema"])
-            for s in await self._specs()])
+        return types.ListToolsResult(tools=[types.Tool.model_validate(entry)
+                                            for entry in await self._specs()])
 
     async def _call_tool(self, ctx: ServerRequestContext,
                          params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -256,12 +250,14 @@ class ToolServer:
         # Only a client that asked (a progressToken in _meta) hears of progress.
         wanted = ctx.request_id is not None and (ctx.meta or {}).get("progress_token") is not None
         reporter = ProgressReporter(ctx.session.report_progress) if wanted else None
+        tool = self._tools.get(params.name)
         try:
-            result = await to_the_end(self._acall(params.name, params.arguments, reporter))
+            with self.talk.calling(ctx):  # the call's task inherits it: built-ins talk back
+                result = await to_the_end(self._acall(params.name, params.arguments, reporter))
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
-        return call_result(result)
+        return served_result(tool, result)
 
     async def _acall(self, name: str, arguments: dict[str, Any] | None,
                      reporter: ProgressReporter | None) -> ToolResult:

@@ -11,6 +11,11 @@ from silica.blocks import ToolResult
 from silica.config import Settings
 from silica.elicitation import Asker
 
+Logger = Callable[[str, Any], Awaitable[None]]
+"""Sends ``data`` (any JSON value) at a level; never raises for a client that went away."""
+Sampler = Callable[[str, int], Awaitable[str]]
+"""Asks the caller's model ``prompt`` for at most ``max_tokens`` tokens; the reply's text."""
+
 
 @dataclass(frozen=True)
 class ToolContext:
@@ -22,12 +27,25 @@ class ToolContext:
 
     ``elicit``, when set, asks the person for values (``silica.elicitation``): an MCP
     server's ``elicitation/create``, or a built-in's own question; ``None`` when nobody can
-    be asked (the request is then declined)."""
+    be asked (the request is then declined).
+
+    The others talk back to whoever called the tool (``silica mcp serve``: its client);
+    ``None`` where nobody listens:
+
+    - ``log(level, data)`` sends a log message at a syslog level (``"debug"`` ...
+      ``"emergency"``), dropped below the level the client asked for;
+    - ``progress(done, total, message)`` reports progress, as a tool file's
+      ``progress: done/total message`` stderr line does (it takes the same path);
+    - ``sample(prompt, max_tokens)`` asks the client's model; its text reply, or
+      ``SilicaError`` saying why there is none."""
 
     workdir: Path
     settings: Settings = field(default_factory=Settings)
     approve: Callable[[str], Awaitable[bool | str]] | None = None
     elicit: Asker | None = None
+    log: Logger | None = None
+    progress: Callable[[float, float | None, str | None], None] | None = None
+    sample: Sampler | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,12 @@ class BuiltinTool:
     ``mcp:<server>`` for a tool of an MCP server). A source that cannot offer its tools
     registers one row with ``error`` set: it is listed with status error and that reason,
     and is never offered to a model or run.
+
+    What ``silica mcp serve`` tells its clients, as a tool file's ``Metadata:`` block and
+    ``--toolspec`` say it (``docs/tools.md``): ``title``; ``read_only``, ``destructive``,
+    ``idempotent``, ``open_world`` (``None``: not said); ``icon`` (an ``https:`` or
+    ``data:image/`` URL); ``output_schema``, the JSON schema of the JSON object the tool's
+    text result holds (then served as ``structuredContent``).
     """
 
     name: str
@@ -47,3 +71,10 @@ class BuiltinTool:
     run: Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
     origin: str = "builtin"
     error: str = ""
+    title: str = ""
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+    icon: str = ""
+    output_schema: dict[str, Any] | None = None

@@ -275,14 +275,19 @@ def builtin_tools(pm: pluggy.PluginManager, warnings: list[str],
 def _builtin_tool(builtin: BuiltinTool, plugin: str, earlier: list[Tool]) -> Tool:
     folder = BUILTIN_FOLDER if builtin.origin == BUILTIN_FOLDER.origin else \
         ToolFolder(Path(f"<{builtin.origin}>"), builtin.origin, BUILTIN_FOLDER.precedence)
-    tool = Tool(builtin.name, folder.path, folder, ToolStatus.OK, builtin=builtin)
+    tool = Tool(builtin.name, folder.path, folder, ToolStatus.OK, builtin=builtin,
+                metadata=ToolMetadata(title=builtin.title, read_only=builtin.read_only,
+                                      destructive=builtin.destructive,
+                                      idempotent=builtin.idempotent,
+                                      open_world=builtin.open_world, icon=builtin.icon))
     if builtin.error:
         tool.status, tool.reason = ToolStatus.ERROR, builtin.error
         return tool
     try:
         tool.spec = ToolSpec.model_validate({"name": builtin.name,
                                              "description": builtin.description,
-                                             "input_schema": builtin.input_schema})
+                                             "input_schema": builtin.input_schema,
+                                             "output_schema": builtin.output_schema})
     except ValidationError as exc:
         tool.status, tool.reason = ToolStatus.INVALID_SPEC, explain_validation_error(exc)
     if tool.ok and any(t.name == builtin.name for t in earlier):

@@ -10,11 +10,21 @@
         network: api.openweathermap.org
         write: ~/Pictures/charts
         display: false
+        title: Weather forecast
+        read_only: true
+        destructive: false
+        idempotent: true
+        open_world: true
+        icon: https://example.org/weather.svg
 
 ``env`` names the secret variables the tool needs; ``network`` the hosts it must reach,
 ``write`` the paths outside the workspace it must write and ``display`` whether it needs the
 X display. The user grants each in config (see ``silica.security.env`` and
 ``silica.security.sandbox``); asking alone gives nothing.
+
+``title`` is a name for people; ``read_only``, ``destructive``, ``idempotent`` and
+``open_world`` say what the tool does to the world (MCP's annotations; unsaid when left
+out or not a yes/no); ``icon`` is an ``https:`` or ``data:image/`` URL.
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ from silica.tools.model import ToolMetadata
 
 _BLOCK = re.compile(r"^Metadata:[ \t]*\n((?:[ \t]+[\w-]+[ \t]*:.*(?:\n|$))*)", re.M | re.I)
 _TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+_HINTS = ("read_only", "destructive", "idempotent", "open_world")
+_ICON = re.compile(r"^(https://\S+|data:image/[\w.+-]+(;[\w-]+=[^;,\s]*)*(;base64)?,\S+)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -76,8 +89,13 @@ def parse_metadata(source: str) -> ToolMetadata:
             meta.category = value
         elif key == "tags":
             meta.tags = [t.strip() for t in value.split(",") if t.strip()]
-        elif key in ("long_running", "requires_auth", "display"):
+        elif key in ("long_running", "requires_auth", "display") or (
+                key in _HINTS and value.lower() in _TRUE | _FALSE):
             setattr(meta, key, value.lower() in _TRUE)
+        elif key == "title" and value.isprintable():
+            meta.title = value[:200]
+        elif key == "icon" and _ICON.match(value):
+            meta.icon = value
         elif key == "env":
             meta.env = [n for n in (v.strip() for v in value.split(",")) if _ENV_NAME.match(n)]
         elif key in ("network", "write"):

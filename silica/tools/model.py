@@ -48,6 +48,8 @@ class ToolSpec(BaseModel):
     description: str = Field(min_length=1)
     input_schema: dict[str, Any]
     subcommand: str | None = Field(default=None, alias="_subcommand")
+    # the JSON schema of the tool's result (MCP's outputSchema): its printed JSON object
+    output_schema: dict[str, Any] | None = None
 
     @field_validator("input_schema")
     @classmethod
@@ -71,6 +73,20 @@ class ToolSpec(BaseModel):
         missing = [r for r in required if r not in props]
         if missing:
             raise ValueError(f'"required" names {missing[0]!r}, which is not a property')
+        return schema
+
+    @field_validator("output_schema")
+    @classmethod
+    def _object_output(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None and schema.get("type") != "object":
+            raise ValueError('must be a JSON schema with "type": "object"')
+        if schema is not None:
+            from jsonschema import Draft202012Validator, SchemaError
+
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                raise ValueError(f"is not a valid JSON schema: {exc.message}") from None
         return schema
 
     def for_model(self) -> dict[str, Any]:
@@ -103,6 +119,13 @@ class ToolMetadata(BaseModel):
     network: list[str] = Field(default_factory=list)  # hosts it asks to reach
     write: list[str] = Field(default_factory=list)  # paths outside the workspace it asks for
     display: bool = False  # it asks for the X display (a screenshot tool)
+    title: str = ""  # a name for people (MCP's title)
+    # what the tool does to the world, as MCP's annotations say it; None: not said
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+    icon: str = ""  # an https: or data:image/ URL of the tool's icon
     extra: dict[str, str] = Field(default_factory=dict)
 
 

@@ -40,7 +40,7 @@ from silica.security.env import EnvPolicy, withhold_from_environment
 from silica.security.sandbox import SandboxPolicy
 from silica.security.text import safe_text
 from silica.tools.argv import build_arguments, subcommand_for
-from silica.tools.builtin import ToolContext
+from silica.tools.builtin import Logger, Sampler, ToolContext
 from silica.tools.cache import SpecCache
 from silica.tools.discovery import (
     Discovery,
@@ -53,6 +53,21 @@ from silica.tools.environment import granted_env, tool_env, tool_sandbox
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
 
 DEFAULT_TIMEOUT = 60.0
+
+
+def progress_as_line(on_stderr_line: Callable[[str], None] | None,
+                     ) -> Callable[[float, float | None, str | None], None] | None:
+    """A built-in's ``context.progress``: each report becomes the ``progress: done/total
+    message`` line a tool file prints on stderr, so both take one path to the client."""
+    if on_stderr_line is None:
+        return None
+    line = on_stderr_line
+
+    def progress(done: float, total: float | None = None, message: str | None = None) -> None:
+        text = f"progress: {done:g}" + (f"/{total:g}" if total is not None else "")
+        line(text + (f" {' '.join(message.split())}" if message else ""))
+
+    return progress
 
 
 class Toolbox:
@@ -101,6 +116,10 @@ class Toolbox:
         self.approve: Callable[[str], Awaitable[bool | str]] | None = None
         # who answers a tool's request for values (silica.elicitation); None: nobody
         self.elicit: Asker | None = None
+        # where a built-in's log messages and model questions go (silica mcp serve: its
+        # client); None: nowhere
+        self.log: Logger | None = None
+        self.sample: Sampler | None = None
         self._hinted: set[str] = set()  # tools told of secrets they lack (once each)
 
     # -- discovery ----------------------------------------------------------------------
@@ -149,7 +168,8 @@ class Toolbox:
         """Run tool ``name`` with ``arguments`` (the model's JSON input).
 
         ``on_stderr_line``, if given, is called with each line a tool file writes to stderr
-        while it runs (see ``run_process``); built-in tools never call it.
+        while it runs (see ``run_process``); a built-in's ``context.progress(...)`` reaches
+        it as the ``progress: done/total message`` line a tool file would print.
         """
         await self.adiscover()
         try:
@@ -168,7 +188,7 @@ class Toolbox:
     async def _run(self, tool: Tool, arguments: dict | None,
                    on_stderr_line: Callable[[str], None] | None = None) -> ToolResult:
         if tool.builtin is not None and tool.ok and tool.spec is not None:
-            return await self._run_builtin(tool, arguments)
+            return await self._run_builtin(tool, arguments, on_stderr_line)
         if tool.status is ToolStatus.NEEDS_AUTHORIZATION:
             return ToolResult.error(
                 f"{tool.name} needs authorization: {tool.reason}. "
@@ -206,7 +226,8 @@ class Toolbox:
         return await off_loop(work, deadline=deadline,
                               what=f"checking the images of {tool.name}")
 
-    async def _run_builtin(self, tool: Tool, arguments: dict | None) -> ToolResult:
+    async def _run_builtin(self, tool: Tool, arguments: dict | None,
+                           on_stderr_line: Callable[[str], None] | None = None) -> ToolResult:
         assert tool.builtin is not None and tool.spec is not None
         try:
             build_arguments(tool.spec, arguments)  # the input checks a tool file's call gets
@@ -215,7 +236,8 @@ class Toolbox:
         import asyncio  # loaded already: this runs on an event loop
 
         context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve,
-                              elicit=self.elicit)
+                              elicit=self.elicit, log=self.log, sample=self.sample,
+                              progress=progress_as_line(on_stderr_line))
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
                                             self.timeout)
