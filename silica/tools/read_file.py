@@ -82,7 +82,8 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
 
 
 READ_FILE = BuiltinTool(name="read_file", description=DESCRIPTION, input_schema=INPUT_SCHEMA,
-                        run=run)
+                        run=run, title="Read a file", read_only=True, destructive=False,
+                        idempotent=True, open_world=False)
 
 
 def read_file(path: str, workdir: Path, settings: ReadFileSettings | None = None, *,

@@ -190,4 +190,5 @@ def shell_tool(settings: Settings) -> BuiltinTool:
     """The ``shell`` tool as ``settings`` describe it (its description names the patterns)."""
     return BuiltinTool(name="shell", description=description(settings.shell,
                                                              settings.tools.timeout),
-                       input_schema=INPUT_SCHEMA, run=run)
+                       input_schema=INPUT_SCHEMA, run=run, title="Run a shell command",
+                       read_only=False, destructive=True, idempotent=False, open_world=True)
