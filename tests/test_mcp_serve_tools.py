@@ -1,0 +1,253 @@
+"""The tools ``silica mcp serve`` serves, as an MCP host sees them: their metadata in
+``tools/list``, ``structuredContent`` beside text and images, and built-ins that talk back
+(elicitation, logging) through the host. Real server processes, the official MCP client
+over stdio and HTTP; every await is bounded."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import mcp.types as types
+from conftest import script_tool, write_tool
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from PIL import Image
+from test_mcp_serve import bounded, connected, text_of
+
+REPO = Path(__file__).resolve().parent.parent
+SERVE_FIXTURES = REPO / "tests" / "conformance" / "serve_fixtures.py"
+
+
+def png(width: int = 4, height: int = 3) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(out, format="PNG")
+    return out.getvalue()
+
+
+WEATHER = '''\
+"""Weather for a city.
+
+Metadata:
+    title: Weather forecast
+    read_only: true
+    destructive: false
+    idempotent: true
+    open_world: true
+    icon: https://example.org/icons/weather.svg
+"""
+import json, sys
+SPEC = {"name": "weather", "description": "the weather",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+if "--toolspec" in sys.argv:
+    print(json.dumps(SPEC))
+    sys.exit(0)
+print("sunny")
+'''
+
+COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"},
+                                                 "label": {"type": "string"}},
+                "required": ["count"]}
+
+
+def counting_tool(folder: Path, name: str, printed: dict) -> None:
+    """A tool declaring ``COUNT_SCHEMA`` as its output schema, printing ``printed``."""
+    spec = {"name": name, "description": f"the {name} tool",
+            "input_schema": {"type": "object", "properties": {}},
+            "output_schema": COUNT_SCHEMA}
+    script_tool(folder, f"{name}.py", spec, body=f"print({json.dumps(printed)!r})\n")
+
+
+def test_tools_list_carries_title_annotations_icon_and_output_schema(user_tools, errlog):
+    write_tool(user_tools, "weather.py", WEATHER, deps="")
+    counting_tool(user_tools, "count", {"count": 1})
+
+    async def act():
+        async with connected(errlog) as session:
+            return await session.list_tools()
+
+    tools = {t.name: t for t in bounded(act()).tools}
+    weather = tools["weather"]
+    assert weather.title == "Weather forecast"
+    assert weather.annotations is not None
+    assert (weather.annotations.read_only_hint, weather.annotations.destructive_hint,
+            weather.annotations.idempotent_hint, weather.annotations.open_world_hint) == \
+        (True, False, True, True)
+    assert weather.icons is not None
+    assert [(i.src, i.mime_type) for i in weather.icons] == \
+        [("https://example.org/icons/weather.svg", "image/svg+xml")]
+    assert weather.output_schema is None
+    assert tools["count"].output_schema == COUNT_SCHEMA
+    assert tools["count"].annotations is None  # nothing said, nothing claimed
+    # a built-in says the same things: read_file only reads
+    read_file = tools["read_file"]
+    assert read_file.title == "Read a file"
+    assert read_file.annotations is not None
+    assert read_file.annotations.read_only_hint is True
+    assert read_file.annotations.open_world_hint is False
+
+
+def test_tools_are_listed_by_name(user_tools, errlog):
+    for name in ("zeta", "alpha", "mid"):
+        script_tool(user_tools, f"{name}.py", {"name": name, "description": name,
+                                               "input_schema": {"type": "object"}})
+
+    async def act():
+        async with connected(errlog) as session:
+            return [(await session.list_tools()).tools for _ in range(2)]
+
+    first, again = bounded(act())
+    names = [t.name for t in first]
+    assert {"alpha", "mid", "zeta", "read_file"} <= set(names)
+    assert names == sorted(names)
+    assert [t.name for t in again] == names
+
+
+def test_structured_content_keeps_the_image_beside_it(user_tools, errlog):
+    image = base64.b64encode(png()).decode()
+    counting_tool(user_tools, "count", {"count": 3, "label": "bars",
+                                        "image": {"base64": image, "media_type": "image/png"}})
+
+    async def act():
+        async with connected(errlog) as session:
+            await session.list_tools()  # the client checks results against outputSchema
+            return await session.call_tool("count", {})
+
+    result = bounded(act())
+    assert result.is_error is False
+    assert result.structured_content is not None
+    assert result.structured_content["count"] == 3
+    assert result.structured_content["label"] == "bars"
+    [picture] = [c for c in result.content if isinstance(c, types.ImageContent)]
+    with Image.open(io.BytesIO(base64.b64decode(picture.data))) as img:
+        assert img.size == (4, 3)
+    assert '"count": 3' in text_of(result) or '"count":3' in text_of(result)
+
+
+def test_a_result_not_matching_its_output_schema_is_an_error_saying_so(user_tools, errlog):
+    counting_tool(user_tools, "miscount", {"count": "many"})
+    script_tool(user_tools, "silent.py", {
+        "name": "silent", "description": "prints no JSON",
+        "input_schema": {"type": "object"}, "output_schema": COUNT_SCHEMA},
+        body="print('just words')\n")
+
+    async def act():
+        async with connected(errlog) as session:
+            return (await session.call_tool("miscount", {}),
+                    await session.call_tool("silent", {}))
+
+    miscount, silent = bounded(act())
+    assert miscount.is_error is True and miscount.structured_content is None
+    assert "does not match its output schema" in text_of(miscount)
+    assert "count" in text_of(miscount) and "integer" in text_of(miscount)
+    assert silent.is_error is True
+    assert "holds no JSON object" in text_of(silent)
+
+
+# -- built-ins that talk back (the conformance fixtures' built-ins) ------------------------
+
+def fixtures_stdio(errlog):
+    params = StdioServerParameters(command=sys.executable, args=[str(SERVE_FIXTURES)],
+                                   env=os.environ.copy(), cwd=os.getcwd())
+    return stdio_client(params, errlog=errlog)
+
+
+@contextlib.contextmanager
+def fixtures_http(tmp_path: Path):
+    """``serve_fixtures.py --http --port 0 --no-token``: the URL it serves at."""
+    err = tmp_path / "fixtures.err"
+    with open(err, "w", encoding="utf-8") as errfile:
+        proc = subprocess.Popen([sys.executable, str(SERVE_FIXTURES), "--http", "--port", "0",
+                                 "--no-token"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errfile)
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, "the server never said where it listens"
+            time.sleep(0.1)
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@asynccontextmanager
+async def http_session(url: str, **callbacks):
+    client = create_mcp_http_client()
+    async with client, streamable_http_client(url, http_client=client) as (read, write), \
+            ClientSession(read, write, **callbacks) as session:
+        await session.initialize()
+        yield session
+
+
+def test_a_builtin_elicits_through_the_host_over_http(tmp_path):
+    asked: list[types.ElicitRequestParams] = []
+
+    async def answer(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="accept",
+                                  content={"username": "ada", "email": "ada@example.org"})
+
+    async def act(url):
+        async with http_session(url, elicitation_callback=answer) as session:
+            return await session.call_tool("test_elicitation", {"message": "Who are you?"})
+
+    with fixtures_http(tmp_path) as url:
+        result = bounded(act(url))
+    assert [p.message for p in asked] == ["Who are you?"]
+    assert isinstance(asked[0], types.ElicitRequestFormParams)
+    assert asked[0].requested_schema["required"] == ["username", "email"]
+    assert result.is_error is False
+    assert text_of(result) == \
+        'User response: action=accept, content={"username": "ada", "email": "ada@example.org"}'
+
+
+def test_an_answer_not_matching_the_form_is_declined(tmp_path):
+    async def answer(context, params):
+        return types.ElicitResult(action="accept", content={"username": "ada"})  # no email
+
+    async def act(url):
+        async with http_session(url, elicitation_callback=answer) as session:
+            return await session.call_tool("test_elicitation", {"message": "Who?"})
+
+    with fixtures_http(tmp_path) as url:
+        result = bounded(act(url))
+    assert result.is_error is True
+    assert "action=decline" in text_of(result) and "email" in text_of(result)
+
+
+def test_a_builtin_logs_to_the_host_and_a_client_without_elicitation_is_not_asked(errlog):
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params):
+        logged.append(params)
+
+    async def act():
+        async with fixtures_stdio(errlog) as (read, write), \
+                ClientSession(read, write, logging_callback=on_log) as session:
+            await session.initialize()
+            return (await session.call_tool("test_tool_with_logging", {}),
+                    await session.call_tool("test_elicitation", {"message": "Who?"}))
+
+    logs, elicit = bounded(act())
+    assert logs.is_error is False
+    assert [(p.level, p.data) for p in logged] == [
+        ("info", "Tool execution started"), ("info", "Tool processing data"),
+        ("info", "Tool execution completed")]
+    assert elicit.is_error is True
+    assert "does not declare elicitation" in text_of(elicit)
