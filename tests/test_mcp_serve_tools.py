@@ -19,11 +19,17 @@ from pathlib import Path
 
 import mcp.types as types
 from conftest import script_tool, write_tool
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from PIL import Image
 from test_mcp_serve import bounded, connected, text_of
+
+from silica.blocks import TextBlock, ToolResult
+from silica.mcp.served import structured_object
+from silica.tools.metadata import parse_metadata
 
 REPO = Path(__file__).resolve().parent.parent
 SERVE_FIXTURES = REPO / "tests" / "conformance" / "serve_fixtures.py"
@@ -251,3 +257,47 @@ def test_a_builtin_logs_to_the_host_and_a_client_without_elicitation_is_not_aske
         ("info", "Tool execution completed")]
     assert elicit.is_error is True
     assert "does not declare elicitation" in text_of(elicit)
+
+
+# -- the parsers behind them ---------------------------------------------------------------
+
+HINTS = ("read_only", "destructive", "idempotent", "open_world")
+YES_NO = st.sampled_from(["true", "false", "yes", "no", "on", "off", "1", "0", "True", "NO"])
+
+
+@given(said=st.dictionaries(st.sampled_from(HINTS), YES_NO),
+       noise=st.dictionaries(st.sampled_from(HINTS), st.text(
+           alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=8)),
+       title=st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")),
+                     max_size=40))
+def test_metadata_hints_are_said_only_as_yes_or_no(said, noise, title):
+    lines = {**noise, **said}  # a hint is a yes/no word, or not said at all
+    block = "".join(f"    {k}: {v}\n" for k, v in lines.items())
+    source = repr(f"Tool.\n\nMetadata:\n    title: {title}\n{block}") + "\n"
+    meta = parse_metadata(source)
+    for hint in HINTS:
+        value = lines.get(hint, "").strip().lower()
+        expected = True if value in {"true", "yes", "1", "on"} else \
+            False if value in {"false", "no", "0", "off"} else None
+        assert getattr(meta, hint) is expected
+    shown = title.strip()
+    assert meta.title == (shown[:200] if shown.isprintable() else "")  # else not a title
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                 max_size=3), max_leaves=10)
+
+
+@given(obj=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5),
+       before=st.text(max_size=20))
+def test_the_structured_object_is_the_first_text_that_is_a_json_object(obj, before):
+    blocks = [TextBlock(text=before), TextBlock(text=json.dumps(obj, indent=1))]
+    found = structured_object(ToolResult(blocks=blocks))
+    try:
+        first = json.loads(before)
+    except ValueError:
+        first = None
+    assert found == (first if isinstance(first, dict) else obj)
+    assert structured_object(ToolResult(blocks=[TextBlock(text=json.dumps([obj]))])) is None
