@@ -47,18 +47,20 @@ import mcp.types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
     ServerEvent,
     ToolsListChanged,
 )
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from silica import __version__
 from silica.blocks import ToolResult
 from silica.errors import SilicaError
 from silica.mcp.served import served_result, served_tool
-from silica.mcp.talkback import TalkBack
+from silica.mcp.talkback import Rounds, TalkBack
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
@@ -210,6 +212,9 @@ class ToolServer:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._events),
         )
+        # a 2026-07-28 call's requestState is sealed on its way out, checked on its way in
+        self.server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(),
+                                                           default_audience="silica"))
         self.server.add_notification_handler("notifications/initialized",
                                              types.NotificationParams, self._forward_changes)
 
@@ -245,19 +250,49 @@ class ToolServer:
                                             for entry in await self._specs()])
 
     async def _call_tool(self, ctx: ServerRequestContext,
-                         params: types.CallToolRequestParams) -> types.CallToolResult:
+                         params: types.CallToolRequestParams,
+                         ) -> types.CallToolResult | types.InputRequiredResult:
         await self._specs()  # so the call does not start a discovery of its own
         # Only a client that asked (a progressToken in _meta) hears of progress.
         wanted = ctx.request_id is not None and (ctx.meta or {}).get("progress_token") is not None
         reporter = ProgressReporter(ctx.session.report_progress) if wanted else None
         tool = self._tools.get(params.name)
+        # no channel back to the client while the call runs: questions end the round
+        raw = ctx.params or {}  # the answers as the client sent them, not as parsed
+        rounds = Rounds(raw.get("requestState"), raw.get("inputResponses")) \
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else None
         try:
-            with self.talk.calling(ctx):  # the call's task inherits it: built-ins talk back
-                result = await to_the_end(self._acall(params.name, params.arguments, reporter))
+            with self.talk.calling(ctx, rounds):  # the call's task inherits it
+                work = self._acall(params.name, params.arguments, reporter)
+                if rounds is None:
+                    result = await to_the_end(work)
+                else:
+                    answered = await self._round(work, rounds)
+                    if answered is None:
+                        return rounds.result()
+                    result = answered
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
         return served_result(tool, result)
+
+    async def _round(self, work: Awaitable[ToolResult], rounds: Rounds) -> ToolResult | None:
+        """``work``'s result, or ``None`` once it asks what the client has not answered
+        (it is then stopped, and ``rounds`` holds the questions)."""
+        call = asyncio.ensure_future(to_the_end(work))
+        asked = asyncio.ensure_future(rounds.asked.wait())
+        try:
+            await asyncio.wait([call, asked], return_when=asyncio.FIRST_COMPLETED)
+            if call.done():
+                return call.result()
+            for _ in range(10):  # questions asked at the same moment join this round
+                await asyncio.sleep(0)
+            call.cancel()
+            await asyncio.wait([call])
+            return None
+        finally:
+            asked.cancel()
+            call.cancel()
 
     async def _acall(self, name: str, arguments: dict[str, Any] | None,
                      reporter: ProgressReporter | None) -> ToolResult:

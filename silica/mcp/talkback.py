@@ -12,16 +12,27 @@ built-in runs for is a context variable set around the call: calls running at on
 cross. A client that did not declare the capability is not asked: elicitation is declined,
 sampling is an error the tool reports, a log message is dropped below the level the client
 set (``logging/setLevel``, kept in ``levels``).
+
+A 2026-07-28 connection has no channel back to the client while a call runs: there a
+built-in's questions become an ``input_required`` result (``Rounds``). The call is stopped
+at its first unanswered question (and any asked at the same moment), the result names them
+under their keys (an ``Elicitation``'s ``id``, ``sample``'s ``key``, else ``elicitation-N``
+or ``sampling-N`` in the order asked) and carries the answers gathered so far as
+``requestState`` (sealed by the SDK: a state the client changed is refused). The client
+retries the call with the answers; the tool runs again from the start and its questions are
+answered from them, in order, until it finishes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import weakref
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 import mcp.types as types
 from mcp.server.context import ServerRequestContext
@@ -32,11 +43,58 @@ from silica.tools.toolbox import Toolbox
 
 log = logging.getLogger("silica.mcp")
 
+T = TypeVar("T")
+
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """MCP's (syslog's) levels, least severe first."""
 
 _call: contextvars.ContextVar[ServerRequestContext | None] = contextvars.ContextVar(
     "silica_mcp_call", default=None)
+_rounds: contextvars.ContextVar[Rounds | None] = contextvars.ContextVar(
+    "silica_mcp_rounds", default=None)
+
+
+class Rounds:
+    """One round of a call on a connection without a channel back: the answers the client
+    gave (``requestState`` plus ``inputResponses``) and the questions still open."""
+
+    def __init__(self, state: Any, responses: Any) -> None:
+        try:
+            kept = json.loads(state) if isinstance(state, str) and state else {}
+        except ValueError:
+            kept = {}
+        self.answers: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
+        if isinstance(responses, dict):
+            self.answers.update(responses)
+        self.needed: dict[str, dict[str, Any]] = {}
+        self.asked = asyncio.Event()
+        self._counts: dict[str, int] = {}
+
+    def key(self, kind: str, given: str = "") -> str:
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        return given or f"{kind}-{self._counts[kind]}"
+
+    async def ask(self, key: str, method: str, params: dict[str, Any],
+                  parse: Callable[[Any], T]) -> T:
+        """The client's answer to ``key`` (``parse``d), or (none yet, or not an answer) this
+        call stops here: the question is recorded and the caller, seeing ``asked``, ends
+        the round."""
+        if key in self.answers:
+            try:
+                return parse(self.answers[key])
+            except ValueError:  # not an answer of that kind: asked again
+                del self.answers[key]
+        self.needed[key] = {"method": method, "params": params}
+        self.asked.set()
+        await asyncio.Event().wait()  # never set: the round ends by cancelling the call
+        raise AssertionError("unreachable")
+
+    def result(self) -> types.InputRequiredResult:
+        """What the client gets: the open questions, the answers so far as state."""
+        return types.InputRequiredResult.model_validate(
+            {"inputRequests": self.needed,
+             "requestState": json.dumps({k: v for k, v in self.answers.items()
+                                         if k not in self.needed})})
 
 
 class TalkBack:
@@ -52,13 +110,16 @@ class TalkBack:
         toolbox.elicit, toolbox.log, toolbox.sample = self.elicit, self.log, self.sample
 
     @contextlib.contextmanager
-    def calling(self, ctx: ServerRequestContext) -> Iterator[None]:
-        """Within: built-ins talk to the client of ``ctx`` (tasks started here inherit it)."""
-        token = _call.set(ctx)
+    def calling(self, ctx: ServerRequestContext, rounds: Rounds | None = None,
+                ) -> Iterator[None]:
+        """Within: built-ins talk to the client of ``ctx`` (tasks started here inherit it);
+        with ``rounds``, their questions are answered from it or end the round."""
+        token, round_token = _call.set(ctx), _rounds.set(rounds)
         try:
             yield
         finally:
             _call.reset(token)
+            _rounds.reset(round_token)
 
     async def elicit(self, request: Elicitation) -> Answer:
         ctx = _call.get()
@@ -66,9 +127,17 @@ class TalkBack:
                 elicitation=types.ElicitationCapability())):
             return Answer("decline", reason="the client cannot be asked for values "
                           "(it does not declare elicitation)")
+        rounds = _rounds.get()
         try:
-            reply = await ctx.session.elicit_form(
-                request.message, cast(Any, request.schema), related_request_id=ctx.request_id)
+            if rounds is not None:
+                key = rounds.key("elicitation", request.id)
+                reply = await rounds.ask(key, "elicitation/create", {
+                    "message": request.message, "requestedSchema": request.schema},
+                    types.ElicitResult.model_validate)
+            else:
+                reply = await ctx.session.elicit_form(
+                    request.message, cast(Any, request.schema),
+                    related_request_id=ctx.request_id)
         except Exception as exc:  # no back channel, the client refused or went away
             log.debug("elicitation failed: %s", exc)
             return Answer("cancel", reason=f"the client did not answer: {exc}")
@@ -97,7 +166,7 @@ class TalkBack:
         except Exception as exc:  # the client went away: the call goes on
             log.debug("a log message was not sent: %s", exc)
 
-    async def sample(self, prompt: str, max_tokens: int) -> str:
+    async def sample(self, prompt: str, max_tokens: int, *, key: str = "") -> str:
         ctx = _call.get()
         if ctx is None or not _declared(ctx, types.ClientCapabilities(
                 sampling=types.SamplingCapability())):
@@ -105,9 +174,16 @@ class TalkBack:
                               "(it does not declare sampling)")
         message = types.SamplingMessage(role="user",
                                         content=types.TextContent(type="text", text=prompt))
+        rounds = _rounds.get()
         try:
-            reply = await ctx.session.create_message([message], max_tokens=max_tokens,
-                                                     related_request_id=ctx.request_id)
+            if rounds is not None:
+                reply = await rounds.ask(rounds.key("sampling", key), "sampling/createMessage", {
+                    "messages": [message.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True)],
+                    "maxTokens": max_tokens}, types.CreateMessageResult.model_validate)
+            else:
+                reply = await ctx.session.create_message([message], max_tokens=max_tokens,
+                                                         related_request_id=ctx.request_id)
         except Exception as exc:
             raise SilicaError(f"the client's model did not reply: {exc}") from exc
         parts = reply.content if isinstance(reply.content, list) else [reply.content]

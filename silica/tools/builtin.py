@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from silica.blocks import ToolResult
 from silica.config import Settings
@@ -13,8 +13,13 @@ from silica.elicitation import Asker
 
 Logger = Callable[[str, Any], Awaitable[None]]
 """Sends ``data`` (any JSON value) at a level; never raises for a client that went away."""
-Sampler = Callable[[str, int], Awaitable[str]]
-"""Asks the caller's model ``prompt`` for at most ``max_tokens`` tokens; the reply's text."""
+
+
+class Sampler(Protocol):
+    """Asks the caller's model ``prompt`` for at most ``max_tokens`` tokens; the reply's text.
+    ``key`` names the question where the protocol names one (a 2026 input request)."""
+
+    async def __call__(self, prompt: str, max_tokens: int, *, key: str = "") -> str: ...
 
 
 @dataclass(frozen=True)
