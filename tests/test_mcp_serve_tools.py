@@ -21,9 +21,10 @@ import mcp.types as types
 from conftest import script_tool, write_tool
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from PIL import Image
 from test_mcp_serve import bounded, connected, text_of
 
@@ -301,3 +302,26 @@ def test_the_structured_object_is_the_first_text_that_is_a_json_object(obj, befo
         first = None
     assert found == (first if isinstance(first, dict) else obj)
     assert structured_object(ToolResult(blocks=[TextBlock(text=json.dumps([obj]))])) is None
+
+
+def test_a_2026_client_answers_a_builtin_over_rounds(tmp_path):
+    """No channel back on a 2026-07-28 connection: each question is an input_required
+    round, and the tool finishes with every answer."""
+    asked: list[str] = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        content = {"name": "Alice"} if "name" in params.message else {"color": "blue"}
+        return types.ElicitResult(action="accept", content=content)
+
+    async def act(url):
+        async with Client(url, mode="2026-07-28", elicitation_callback=answer) as client:
+            return (client.session.protocol_version,
+                    await client.call_tool("test_input_required_result_multi_round", {}))
+
+    with fixtures_http(tmp_path) as url:
+        version, result = bounded(act(url))
+    assert version in MODERN_PROTOCOL_VERSIONS
+    assert asked == ["Step 1: What is your name?", "Step 2: What is your favorite color?"]
+    assert result.is_error is False
+    assert text_of(result) == "Alice likes blue"
