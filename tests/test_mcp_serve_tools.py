@@ -325,3 +325,22 @@ def test_a_2026_client_answers_a_builtin_over_rounds(tmp_path):
     assert asked == ["Step 1: What is your name?", "Step 2: What is your favorite color?"]
     assert result.is_error is False
     assert text_of(result) == "Alice likes blue"
+
+
+def test_a_builtin_attaches_audio_and_a_resource_beside_its_blocks(errlog):
+    async def act():
+        async with fixtures_stdio(errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            return (await session.call_tool("test_audio_content", {}),
+                    await session.call_tool("test_multiple_content_types", {}))
+
+    audio, mixed = bounded(act())
+    [sound] = audio.content  # the audio alone: no "(the tool returned nothing)" beside it
+    assert isinstance(sound, types.AudioContent) and sound.mime_type == "audio/wav"
+    assert base64.b64decode(sound.data).startswith(b"RIFF")
+    kinds = [type(c) for c in mixed.content]
+    assert kinds == [types.TextContent, types.ImageContent, types.EmbeddedResource]
+    resource = mixed.content[2]
+    assert isinstance(resource, types.EmbeddedResource)
+    assert json.loads(resource.resource.text) == {"test": "data", "value": 123}

@@ -65,7 +65,7 @@ from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
 from silica.tools.model import Tool
-from silica.tools.toolbox import Toolbox
+from silica.tools.toolbox import NOTHING, Toolbox
 
 log = logging.getLogger("silica.mcp")
 
@@ -257,12 +257,13 @@ class ToolServer:
         wanted = ctx.request_id is not None and (ctx.meta or {}).get("progress_token") is not None
         reporter = ProgressReporter(ctx.session.report_progress) if wanted else None
         tool = self._tools.get(params.name)
+        attached: list[types.ContentBlock] = []
         # no channel back to the client while the call runs: questions end the round
         raw = ctx.params or {}  # the answers as the client sent them, not as parsed
         rounds = Rounds(raw.get("requestState"), raw.get("inputResponses")) \
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else None
         try:
-            with self.talk.calling(ctx, rounds):  # the call's task inherits it
+            with self.talk.calling(ctx, rounds) as attached:  # the call's task inherits it
                 work = self._acall(params.name, params.arguments, reporter)
                 if rounds is None:
                     result = await to_the_end(work)
@@ -274,7 +275,11 @@ class ToolServer:
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")
-        return served_result(tool, result)
+        served = served_result(tool, result)
+        if attached and not result.is_error:  # attached content is something: not "nothing"
+            served.content = [c for c in served.content if not (
+                isinstance(c, types.TextContent) and c.text == NOTHING)] + attached
+        return served
 
     async def _round(self, work: Awaitable[ToolResult], rounds: Rounds) -> ToolResult | None:
         """``work``'s result, or ``None`` once it asks what the client has not answered

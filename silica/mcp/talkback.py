@@ -52,6 +52,10 @@ _call: contextvars.ContextVar[ServerRequestContext | None] = contextvars.Context
     "silica_mcp_call", default=None)
 _rounds: contextvars.ContextVar[Rounds | None] = contextvars.ContextVar(
     "silica_mcp_rounds", default=None)
+_attached: contextvars.ContextVar[list[types.ContentBlock] | None] = contextvars.ContextVar(
+    "silica_mcp_attached", default=None)
+_CONTENT: Any = None  # the TypeAdapter of MCP's content blocks, made on first use
+_ATTACHABLE = (types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
 
 class Rounds:
@@ -108,18 +112,40 @@ class TalkBack:
 
     def attach(self, toolbox: Toolbox) -> None:
         toolbox.elicit, toolbox.log, toolbox.sample = self.elicit, self.log, self.sample
+        toolbox.attach = self.attach_content
+
+    def attach_content(self, content: dict[str, Any]) -> None:
+        """A built-in's ``context.attach``: kept for the result of the call it runs for."""
+        global _CONTENT
+        if _CONTENT is None:
+            from pydantic import TypeAdapter
+
+            _CONTENT = TypeAdapter(types.ContentBlock)
+        try:
+            block = _CONTENT.validate_python(content)
+        except Exception as exc:
+            raise ValueError(f"not MCP content: {exc}") from None
+        if not isinstance(block, _ATTACHABLE):
+            raise ValueError("only audio, resource and resource_link content is attached; "
+                             "return text and images as blocks")
+        attached = _attached.get()
+        if attached is not None:
+            attached.append(block)
 
     @contextlib.contextmanager
     def calling(self, ctx: ServerRequestContext, rounds: Rounds | None = None,
-                ) -> Iterator[None]:
+                ) -> Iterator[list[types.ContentBlock]]:
         """Within: built-ins talk to the client of ``ctx`` (tasks started here inherit it);
-        with ``rounds``, their questions are answered from it or end the round."""
-        token, round_token = _call.set(ctx), _rounds.set(rounds)
+        with ``rounds``, their questions are answered from it or end the round. Gives the
+        list their ``attach``ed content goes to."""
+        attached: list[types.ContentBlock] = []
+        tokens = _call.set(ctx), _rounds.set(rounds), _attached.set(attached)
         try:
-            yield
+            yield attached
         finally:
-            _call.reset(token)
-            _rounds.reset(round_token)
+            _call.reset(tokens[0])
+            _rounds.reset(tokens[1])
+            _attached.reset(tokens[2])
 
     async def elicit(self, request: Elicitation) -> Answer:
         ctx = _call.get()

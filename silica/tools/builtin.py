@@ -42,7 +42,10 @@ class ToolContext:
     - ``progress(done, total, message)`` reports progress, as a tool file's
       ``progress: done/total message`` stderr line does (it takes the same path);
     - ``sample(prompt, max_tokens)`` asks the client's model; its text reply, or
-      ``SilicaError`` saying why there is none."""
+      ``SilicaError`` saying why there is none;
+    - ``attach(content)`` adds MCP content silica's blocks do not model (``audio``,
+      ``resource``, ``resource_link``: a dict as MCP writes it) to the result an MCP
+      client gets; silica's own agent never sees it (``ValueError`` if it is not one)."""
 
     workdir: Path
     settings: Settings = field(default_factory=Settings)
@@ -51,6 +54,7 @@ class ToolContext:
     log: Logger | None = None
     progress: Callable[[float, float | None, str | None], None] | None = None
     sample: Sampler | None = None
+    attach: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)

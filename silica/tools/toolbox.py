@@ -53,6 +53,7 @@ from silica.tools.environment import granted_env, tool_env, tool_sandbox
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
 
 DEFAULT_TIMEOUT = 60.0
+NOTHING = "(the tool returned nothing)"  # a built-in's empty result, as the model is told
 
 
 def progress_as_line(on_stderr_line: Callable[[str], None] | None,
@@ -120,6 +121,7 @@ class Toolbox:
         # client); None: nowhere
         self.log: Logger | None = None
         self.sample: Sampler | None = None
+        self.attach: Callable[[dict], None] | None = None  # MCP-only content (ToolContext)
         self._hinted: set[str] = set()  # tools told of secrets they lack (once each)
 
     # -- discovery ----------------------------------------------------------------------
@@ -237,6 +239,7 @@ class Toolbox:
 
         context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve,
                               elicit=self.elicit, log=self.log, sample=self.sample,
+                              attach=self.attach,
                               progress=progress_as_line(on_stderr_line))
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
@@ -261,7 +264,7 @@ class Toolbox:
                                     what=f"checking the images of {tool.name}")
         if isinstance(blocks, ToolResult):
             return blocks
-        return ToolResult(blocks=blocks or [TextBlock(text="(the tool returned nothing)")],
+        return ToolResult(blocks=blocks or [TextBlock(text=NOTHING)],
                           is_error=result.is_error)
 
     def _prepare_blocks(self, tool: Tool, given: list[Block], deadline: float) -> list[Block]:
