@@ -297,7 +297,10 @@ class ToolServer:
             return None
         finally:
             asked.cancel()
-            call.cancel()
+            if not call.done():  # this handler was cancelled: the call stops, processes too
+                call.cancel()
+                with anyio.move_on_after(STOP_GRACE + 1, shield=True):
+                    await asyncio.wait([call])
 
     async def _acall(self, name: str, arguments: dict[str, Any] | None,
                      reporter: ProgressReporter | None) -> ToolResult:
