@@ -344,3 +344,17 @@ def test_a_builtin_attaches_audio_and_a_resource_beside_its_blocks(errlog):
     resource = mixed.content[2]
     assert isinstance(resource, types.EmbeddedResource)
     assert json.loads(resource.resource.text) == {"test": "data", "value": 123}
+
+
+def test_a_builtin_lists_the_clients_roots_over_a_2026_round(tmp_path):
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+    async def act(url):
+        async with Client(url, mode="2026-07-28", list_roots_callback=roots) as client:
+            return await client.call_tool("test_input_required_result_list_roots", {})
+
+    with fixtures_http(tmp_path) as url:
+        result = bounded(act(url))
+    assert result.is_error is False
+    assert text_of(result) == "Roots: file:///work/project"

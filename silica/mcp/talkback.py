@@ -6,7 +6,8 @@
         ...                              # a built-in's context.elicit(...) asks that client
 
 ``ToolContext.elicit`` becomes ``elicitation/create``, ``ToolContext.log`` a
-``notifications/message``, ``ToolContext.sample`` a ``sampling/createMessage``, each sent to
+``notifications/message``, ``ToolContext.sample`` a ``sampling/createMessage``,
+``ToolContext.roots`` a ``roots/list``, each sent to
 the client whose ``tools/call`` is running the tool, tied to that request. Which call a
 built-in runs for is a context variable set around the call: calls running at once never
 cross. A client that did not declare the capability is not asked: elicitation is declined,
@@ -112,7 +113,7 @@ class TalkBack:
 
     def attach(self, toolbox: Toolbox) -> None:
         toolbox.elicit, toolbox.log, toolbox.sample = self.elicit, self.log, self.sample
-        toolbox.attach = self.attach_content
+        toolbox.attach, toolbox.roots = self.attach_content, self.roots
 
     def attach_content(self, content: dict[str, Any]) -> None:
         """A built-in's ``context.attach``: kept for the result of the call it runs for."""
@@ -214,6 +215,23 @@ class TalkBack:
             raise SilicaError(f"the client's model did not reply: {exc}") from exc
         parts = reply.content if isinstance(reply.content, list) else [reply.content]
         return "".join(p.text for p in parts if isinstance(p, types.TextContent))
+
+    async def roots(self, *, key: str = "") -> list[str]:
+        ctx = _call.get()
+        if ctx is None or not _declared(ctx, types.ClientCapabilities(
+                roots=types.RootsCapability())):
+            raise SilicaError("the client cannot be asked for its roots "
+                              "(it does not declare roots)")
+        rounds = _rounds.get()
+        try:
+            if rounds is not None:
+                listed = await rounds.ask(rounds.key("roots", key), "roots/list", {},
+                                          types.ListRootsResult.model_validate)
+            else:
+                listed = await ctx.session.list_roots()
+        except Exception as exc:
+            raise SilicaError(f"the client did not list its roots: {exc}") from exc
+        return [str(root.uri) for root in listed.roots]
 
 
 def _declared(ctx: ServerRequestContext, capability: types.ClientCapabilities) -> bool:

@@ -22,6 +22,12 @@ class Sampler(Protocol):
     async def __call__(self, prompt: str, max_tokens: int, *, key: str = "") -> str: ...
 
 
+class RootLister(Protocol):
+    """The URIs of the caller's roots (the folders it works in). ``key`` as ``Sampler``'s."""
+
+    async def __call__(self, *, key: str = "") -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a built-in tool may know about the call: where the user works, the settings.
@@ -43,6 +49,7 @@ class ToolContext:
       ``progress: done/total message`` stderr line does (it takes the same path);
     - ``sample(prompt, max_tokens)`` asks the client's model; its text reply, or
       ``SilicaError`` saying why there is none;
+    - ``roots(key="")`` lists the client's roots (their URIs), or ``SilicaError``;
     - ``attach(content)`` adds MCP content silica's blocks do not model (``audio``,
       ``resource``, ``resource_link``: a dict as MCP writes it) to the result an MCP
       client gets; silica's own agent never sees it (``ValueError`` if it is not one)."""
@@ -55,6 +62,7 @@ class ToolContext:
     progress: Callable[[float, float | None, str | None], None] | None = None
     sample: Sampler | None = None
     attach: Callable[[dict[str, Any]], None] | None = None
+    roots: RootLister | None = None
 
 
 @dataclass(frozen=True)

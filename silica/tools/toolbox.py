@@ -40,7 +40,7 @@ from silica.security.env import EnvPolicy, withhold_from_environment
 from silica.security.sandbox import SandboxPolicy
 from silica.security.text import safe_text
 from silica.tools.argv import build_arguments, subcommand_for
-from silica.tools.builtin import Logger, Sampler, ToolContext
+from silica.tools.builtin import Logger, RootLister, Sampler, ToolContext
 from silica.tools.cache import SpecCache
 from silica.tools.discovery import (
     Discovery,
@@ -122,6 +122,7 @@ class Toolbox:
         self.log: Logger | None = None
         self.sample: Sampler | None = None
         self.attach: Callable[[dict], None] | None = None  # MCP-only content (ToolContext)
+        self.roots: RootLister | None = None  # the caller's roots (ToolContext)
         self._hinted: set[str] = set()  # tools told of secrets they lack (once each)
 
     # -- discovery ----------------------------------------------------------------------
@@ -239,7 +240,7 @@ class Toolbox:
 
         context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve,
                               elicit=self.elicit, log=self.log, sample=self.sample,
-                              attach=self.attach,
+                              attach=self.attach, roots=self.roots,
                               progress=progress_as_line(on_stderr_line))
         try:
             result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
