@@ -30,6 +30,7 @@ from test_mcp_serve import bounded, connected, text_of
 
 from silica.blocks import TextBlock, ToolResult
 from silica.mcp.served import structured_object
+from silica.mcp.talkback import Rounds
 from silica.tools.metadata import parse_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -358,3 +359,36 @@ def test_a_builtin_lists_the_clients_roots_over_a_2026_round(tmp_path):
         result = bounded(act(url))
     assert result.is_error is False
     assert text_of(result) == "Roots: file:///work/project"
+
+
+def test_a_builtins_progress_reaches_the_host(errlog):
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress, total, message):
+        heard.append((progress, total, message))
+
+    async def act():
+        async with fixtures_stdio(errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("test_tool_with_progress", {},
+                                           progress_callback=on_progress)
+
+    result = bounded(act())
+    assert result.is_error is False
+    assert heard == [(0, 100, "0% done"), (50, 100, "50% done"), (100, 100, "100% done")]
+
+
+@given(state=st.one_of(st.none(), st.text(max_size=30), JSON_VALUES.map(json.dumps)),
+       responses=JSON_VALUES)
+def test_rounds_take_answers_only_from_objects(state, responses):
+    rounds = Rounds(state, responses)
+    try:
+        kept = json.loads(state) if state else {}
+    except ValueError:
+        kept = {}
+    expected = dict(kept) if isinstance(kept, dict) else {}
+    if isinstance(responses, dict):
+        expected.update(responses)
+    assert rounds.answers == expected
+    assert json.loads(json.dumps(rounds.answers)) == rounds.answers  # state it can carry
