@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from silica.config import Settings
     from silica.images.limits import ImageLimits
     from silica.images.payload import ImagePayload
+    from silica.mcp.catalog import Prompt, Resource, ResourceTemplate
     from silica.providers.base import Provider
     from silica.results.pipeline import ResultDraft
     from silica.tools.builtin import BuiltinTool
@@ -122,6 +123,37 @@ def silica_providers(register: Callable[[str, Callable[[Settings], Provider]], N
     Of two registrations of one name (case-insensitive) the first pluggy calls wins: a
     third-party plugin (registered after the default plugins) or a ``tryfirst`` one
     replaces a built-in provider by registering its name.
+    """
+
+
+# -- serving over MCP --------------------------------------------------------------------
+
+
+@hookspec
+def silica_mcp_resources(register: Callable[[Resource | ResourceTemplate], None],
+                         settings: Settings) -> None:
+    """Register what ``silica mcp serve`` offers as resources, with ``register(entry)``.
+
+    An entry is a ``silica.mcp.catalog.Resource`` (a fixed uri and a ``read()`` returning
+    text or bytes) or a ``ResourceTemplate`` (an RFC 6570 level-1 ``{var}`` template, a
+    ``read(variables)`` and optionally ``complete(variable, partial)``). Called once per
+    server, the first time a client asks, with the server's ``settings``. Reads may be sync
+    (run in a thread) or async; one that raises, or returns more than
+    ``MAX_CONTENT_BYTES``, is that request's error. Of two entries of one uri the first
+    pluggy calls wins. Call ``silica.mcp.catalog.resource_changed(uri)`` when a resource
+    changes: clients subscribed to it are told.
+    """
+
+
+@hookspec
+def silica_mcp_prompts(register: Callable[[Prompt], None], settings: Settings) -> None:
+    """Register what ``silica mcp serve`` offers as prompts, with ``register(prompt)``.
+
+    A ``silica.mcp.catalog.Prompt`` has a name, arguments (``required`` ones are checked
+    before rendering), ``render(arguments)`` returning ``Message`` objects of text,
+    ``Image`` or ``Embedded`` resource content, and optionally ``complete(argument,
+    partial)``. Called once per server, the first time a client asks; rendering that raises
+    is that request's error. Of two prompts of one name the first pluggy calls wins.
     """
 
 

@@ -61,6 +61,7 @@ from silica.blocks import ToolResult
 from silica.errors import SilicaError
 from silica.mcp.served import served_result, served_tool
 from silica.mcp.talkback import Rounds, TalkBack
+from silica.mcp.catalog import Catalog
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
@@ -205,16 +206,21 @@ class ToolServer:
         self._tools: dict[str, Tool] = {}  # what those entries were made of, by name
         self.talk = TalkBack()  # a built-in's questions, logs and progress go to its client
         self.talk.attach(toolbox)
+        self._known: list[dict] | None = None  # the specs of the last discovery
+        # resources, prompts, completion and logging, as plugins register them
+        self.catalog = Catalog(toolbox.pm, toolbox.settings, self._events)
         self.server: Server[Any] = Server(
             "silica", version=__version__,
             instructions="The user's own script tools, run by silica.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self._events),
+            **self.catalog.handlers(),
         )
         # a 2026-07-28 call's requestState is sealed on its way out, checked on its way in
         self.server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(),
                                                            default_audience="silica"))
+        self.catalog.install(self.server)
         self.server.add_notification_handler("notifications/initialized",
                                              types.NotificationParams, self._forward_changes)
 
