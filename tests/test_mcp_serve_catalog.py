@@ -26,7 +26,7 @@ from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from silica.mcp.catalog import MAX_CONTENT_BYTES, expand, match
+from silica.mcp.catalog import MAX_CONTENT_BYTES, PAGE_SIZE, _page, expand, match
 
 TIMEOUT = 60.0
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred"
@@ -323,3 +323,24 @@ def test_matching_any_text_never_raises_and_fits_back(uri):
     if found is not None:
         assert set(found) == {"x", "y"}
         assert match("a://{x}/{y}", expand("a://{x}/{y}", found)) == found
+
+
+# -- cursors -----------------------------------------------------------------------------
+
+
+ODD_CURSORS = ["²", "٣", "-1", "1e2", "100", " 1"]
+
+
+@given(cursor=st.one_of(st.none(), st.text(max_size=12), st.sampled_from(ODD_CURSORS)),
+       count=st.integers(0, 350))
+def test_a_cursor_gives_its_page_or_a_clear_invalid_params_error(cursor, count):
+    entries = list(range(count))
+    params = types.PaginatedRequestParams(cursor=cursor)
+    try:
+        page, following = _page(entries, params)
+    except MCPError as exc:
+        assert exc.code == -32602 and "invalid cursor" in exc.message
+        return
+    start = int(cursor) if cursor else 0
+    assert page == entries[start:start + PAGE_SIZE]
+    assert following is None or int(following) == start + PAGE_SIZE < count

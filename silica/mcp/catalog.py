@@ -189,7 +189,7 @@ def _page(entries: list[Any],
     cursor = params.cursor if params else None
     start = 0
     if cursor is not None:
-        if not cursor.isdigit() or int(cursor) > len(entries):
+        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > len(entries):
             raise _error(INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: pass back the "
                          "nextCursor of the previous page, or none for the first")
         start = int(cursor)
@@ -227,6 +227,7 @@ class Catalog:
     def __init__(self, pm: Any, settings: Any, events: Any = None) -> None:
         self.pm, self.settings, self.events = pm, settings, events
         self._loaded = False
+        self._loading = asyncio.Lock()
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
         self.prompts: dict[str, Prompt] = {}
@@ -256,15 +257,17 @@ class Catalog:
 
     # -- collecting ---------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Ask the plugins, once. Of two registrations of one uri or name the first pluggy
-        calls wins; a registration that is not valid is skipped with a warning."""
-        with contextlib.suppress(RuntimeError):  # where resource_changed() sends from
-            self._loop = asyncio.get_running_loop()
-        if self._loaded:
-            return
-        self._loaded = True
+    async def load(self) -> None:
+        """Ask the plugins, once, in a worker thread (a hook may block). Of two
+        registrations of one uri or name the first pluggy calls wins; a registration that is
+        not valid is skipped with a warning."""
+        self._loop = asyncio.get_running_loop()  # where resource_changed() sends from
+        async with self._loading:
+            if not self._loaded:
+                await asyncio.to_thread(self._collect)
+                self._loaded = True
 
+    def _collect(self) -> None:
         def add_resource(entry: Resource | ResourceTemplate) -> None:
             if isinstance(entry, ResourceTemplate):
                 self._add("template", entry.name, entry.uri_template, entry, self.templates)
@@ -307,7 +310,7 @@ class Catalog:
     async def list_resources(self, ctx: ServerRequestContext,
                              params: types.PaginatedRequestParams | None
                              ) -> types.ListResourcesResult:
-        self.load()
+        await self.load()
         page, cursor = _page(sorted(self.resources.values(), key=lambda r: r.uri), params)
         return types.ListResourcesResult(next_cursor=cursor, resources=[
             types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description,
@@ -316,7 +319,7 @@ class Catalog:
     async def list_templates(self, ctx: ServerRequestContext,
                              params: types.PaginatedRequestParams | None
                              ) -> types.ListResourceTemplatesResult:
-        self.load()
+        await self.load()
         ordered = sorted(self.templates.values(), key=lambda t: t.uri_template)
         page, cursor = _page(ordered, params)
         return types.ListResourceTemplatesResult(next_cursor=cursor, resource_templates=[
@@ -324,8 +327,8 @@ class Catalog:
                                    description=t.description, mime_type=t.mime_type)
             for t in page])
 
-    def _find(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
-        self.load()
+    async def _find(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        await self.load()
         if uri in self.resources:
             return self.resources[uri], {}
         for key in sorted(self.templates):
@@ -337,7 +340,7 @@ class Catalog:
     async def read_resource(self, ctx: ServerRequestContext,
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
-        found = self._find(uri)
+        found = await self._find(uri)
         if found is None:
             modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
             raise _error(INVALID_PARAMS if modern else RESOURCE_NOT_FOUND,
@@ -358,7 +361,7 @@ class Catalog:
 
     async def subscribe(self, ctx: ServerRequestContext,
                         params: types.SubscribeRequestParams) -> types.EmptyResult:
-        self.load()
+        await self.load()
         connection = _connection(ctx)
         connection.state.setdefault("silica.subscriptions", set()).add(str(params.uri))
         self._subscribers.add(connection)
@@ -386,7 +389,7 @@ class Catalog:
 
     async def list_prompts(self, ctx: ServerRequestContext,
                            params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        self.load()
+        await self.load()
         page, cursor = _page([self.prompts[k] for k in sorted(self.prompts)], params)
         return types.ListPromptsResult(next_cursor=cursor, prompts=[
             types.Prompt(name=p.name, title=p.title, description=p.description, arguments=[
@@ -396,7 +399,7 @@ class Catalog:
 
     async def get_prompt(self, ctx: ServerRequestContext,
                          params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        self.load()
+        await self.load()
         prompt = self.prompts.get(params.name)
         if prompt is None:
             raise _error(INVALID_PARAMS, f"no prompt named {params.name[:200]!r}: "
@@ -418,7 +421,7 @@ class Catalog:
 
     async def complete(self, ctx: ServerRequestContext,
                        params: types.CompleteRequestParams) -> types.CompleteResult:
-        self.load()
+        await self.load()
         ref, name, partial = params.ref, params.argument.name, params.argument.value
         complete: Callable[[str, str], Sequence[str]] | None
         if isinstance(ref, types.PromptReference):
