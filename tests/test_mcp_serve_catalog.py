@@ -305,6 +305,31 @@ def test_http_2026_client_reads_lists_and_hears_updates_on_listen(launch, tmp_pa
     assert hello.contents[0].text == "hello there"
 
 
+def test_a_2026_request_gets_the_log_messages_its_meta_asks_for(launch, tmp_path):
+    with http_server(launch, tmp_path) as (url, err):
+        async def read_boom(level):
+            messages = []
+
+            async def on_log(params):
+                messages.append(params)
+
+            http = create_mcp_http_client()
+            async with http, Client(streamable_http_client(url, http_client=http),
+                                    log_level=level, logging_callback=on_log) as client:
+                with pytest.raises(MCPError):
+                    await client.read_resource("test://boom")
+                await client.read_resource("test://hello")
+            return messages
+
+        async def act():
+            return await read_boom("warning"), await read_boom("error")
+
+        warned, quiet = bounded(act())
+    assert [m.level for m in warned] == ["warning"]
+    assert "test://boom failed" in warned[0].data
+    assert quiet == []
+
+
 # -- URI templates -----------------------------------------------------------------------
 
 _values = st.text(min_size=0, max_size=20)

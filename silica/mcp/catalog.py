@@ -521,15 +521,24 @@ def _connection(ctx: ServerRequestContext) -> Connection:
 
 _request: contextvars.ContextVar[ServerRequestContext | None] = contextvars.ContextVar(
     "silica_mcp_request", default=None)
+# the log messages a request has queued for its client, sent before its response
+_pending: contextvars.ContextVar[list[asyncio.Task] | None] = contextvars.ContextVar(
+    "silica_mcp_pending_logs", default=None)
+LOG_FLUSH = 5.0  # seconds a response waits for its log messages to be sent
 
 
 async def _log_scope(ctx: ServerRequestContext, call_next: CallNext) -> Any:
-    """Middleware: while a request is handled, log records know whose they are."""
-    token = _request.set(ctx)
+    """Middleware: while a request is handled, log records know whose they are; its log
+    messages go out before its response (on 2026-07-28 they ride the response's stream)."""
+    pending: list[asyncio.Task] = []
+    token, queued = _request.set(ctx), _pending.set(pending)
     try:
         return await call_next(ctx)
     finally:
         _request.reset(token)
+        _pending.reset(queued)
+        if pending:
+            await asyncio.wait(pending, timeout=LOG_FLUSH)
 
 
 def log_level(ctx: ServerRequestContext | None = None) -> types.LoggingLevel | None:
@@ -576,7 +585,11 @@ class ClientLogHandler(logging.Handler):
         self._busy.on = True
         try:
             related = ctx.request_id if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else None
-            loop.create_task(_send_log(ctx, level, record.getMessage(), record.name, related))
+            task = loop.create_task(_send_log(ctx, level, record.getMessage(), record.name,
+                                              related))
+            pending = _pending.get()
+            if pending is not None:
+                pending.append(task)
         finally:
             self._busy.on = False
 
