@@ -71,13 +71,27 @@ def silica_mcp_prompts(register):
 '''.replace("HOSTILE", HOSTILE.encode("unicode_escape").decode()).replace(
     "MAX", str(MAX_CONTENT_BYTES))
 
+# a plugin whose hooks raise: its entries are lost, the other plugin's are served
+BROKEN = '''
+from silica.hookspecs import hookimpl
+
+@hookimpl
+def silica_mcp_resources(register):
+    raise ValueError("no resources today")
+
+@hookimpl
+def silica_mcp_prompts(register):
+    raise ValueError("no prompts today")
+'''
+
 LAUNCH = textwrap.dedent('''
     import importlib.util, sys
     from silica.plugins import get_plugin_manager
-    spec = importlib.util.spec_from_file_location("catalog_test_plugin", sys.argv[1])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    get_plugin_manager().register(module, name="catalog_test_plugin")
+    for n, path in enumerate(sys.argv[1].split(",")):
+        spec = importlib.util.spec_from_file_location(f"catalog_test_plugin{n}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        get_plugin_manager().register(module, name=f"catalog_test_plugin{n}")
     sys.argv = ["silica", "mcp", "serve", *sys.argv[2:]]
     from silica.cli import main
     main()
@@ -91,10 +105,11 @@ def bounded(coro, timeout: float = TIMEOUT):
 @pytest.fixture
 def launch(tmp_path, monkeypatch):
     """The command that starts ``silica mcp serve ARGS`` with the test plugin registered."""
-    plugin = tmp_path / "catalog_plugin.py"
+    plugin, broken = tmp_path / "catalog_plugin.py", tmp_path / "broken_plugin.py"
     plugin.write_text(PLUGIN)
-    monkeypatch.setenv("SILICA_RESIDENT", "0")  # the serving process holds the plugin
-    return [sys.executable, "-c", LAUNCH, str(plugin)]
+    broken.write_text(BROKEN)
+    monkeypatch.setenv("SILICA_RESIDENT", "0")  # the serving process holds the plugins
+    return [sys.executable, "-c", LAUNCH, f"{plugin},{broken}"]
 
 
 @asynccontextmanager
@@ -182,6 +197,8 @@ def test_a_bad_read_is_that_requests_error_and_the_server_keeps_serving(launch, 
     assert errors["test://nowhere"].data == {"uri": "test://nowhere"}
     assert after.contents[0].text == "hello there"
     logged = Path(errlog.name).read_text(encoding="utf-8", errors="replace")
+    assert "catalog_test_plugin1 failed to register" in logged
+    assert "ValueError: no resources today" in logged
     assert "disk on fire" in logged and "\x1b" not in logged  # terminal output made safe
 
 

@@ -51,6 +51,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from silica.plugins import call_each
 from silica.security.text import safe_text
 
 log = logging.getLogger("silica.mcp")
@@ -285,13 +286,13 @@ class Catalog:
                 log.warning("a plugin registered %s, not a Prompt: skipped",
                             safe_text(type(entry).__name__))
 
+        def report(plugin: str, exc: Exception) -> None:  # the others' entries are kept
+            log.warning("plugin %s failed to register what silica serves over MCP: %s",
+                        safe_text(plugin), safe_text(f"{type(exc).__name__}: {exc}"))
+
         for hook, add in ((self.pm.hook.silica_mcp_resources, add_resource),
                           (self.pm.hook.silica_mcp_prompts, add_prompt)):
-            try:
-                hook(register=add, settings=self.settings)
-            except Exception as exc:  # one plugin's bug costs its entries, not the server
-                log.warning("a plugin failed to register MCP %s: %s", hook.name,
-                            safe_text(f"{type(exc).__name__}: {exc}"))
+            call_each(hook, report, register=add, settings=self.settings)
 
     def _add(self, kind: str, name: str, uri: str, entry: Any, into: dict[str, Any],
              key: str | None = None) -> None:
