@@ -137,7 +137,8 @@ def silica_mcp_resources(register: Callable[[Resource | ResourceTemplate], None]
     An entry is a ``silica.mcp.catalog.Resource`` (a fixed uri and a ``read()`` returning
     text or bytes) or a ``ResourceTemplate`` (an RFC 6570 level-1 ``{var}`` template, a
     ``read(variables)`` and optionally ``complete(variable, partial)``). Called once per
-    server, the first time a client asks, with the server's ``settings``. Reads may be sync
+    server, the first time a client asks, off the event loop (it may block), with the
+    server's ``settings``; a plugin that raises loses its own entries only. Reads may be sync
     (run in a thread) or async; one that raises, or returns more than
     ``MAX_CONTENT_BYTES``, is that request's error. Of two entries of one uri the first
     pluggy calls wins. Call ``silica.mcp.catalog.resource_changed(uri)`` when a resource
@@ -152,8 +153,9 @@ def silica_mcp_prompts(register: Callable[[Prompt], None], settings: Settings) -
     A ``silica.mcp.catalog.Prompt`` has a name, arguments (``required`` ones are checked
     before rendering), ``render(arguments)`` returning ``Message`` objects of text,
     ``Image`` or ``Embedded`` resource content, and optionally ``complete(argument,
-    partial)``. Called once per server, the first time a client asks; rendering that raises
-    is that request's error. Of two prompts of one name the first pluggy calls wins.
+    partial)``. Called once per server, the first time a client asks, off the event loop;
+    rendering that raises is that request's error. Of two prompts of one name the first
+    pluggy calls wins.
     """
 
 

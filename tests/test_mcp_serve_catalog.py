@@ -322,6 +322,27 @@ def test_http_2026_client_reads_lists_and_hears_updates_on_listen(launch, tmp_pa
     assert hello.contents[0].text == "hello there"
 
 
+def test_a_handshake_era_http_client_hears_its_subscribed_resource_changed(launch, tmp_path):
+    with http_server(launch, tmp_path) as (url, err):
+        async def act():
+            updated: asyncio.Queue = asyncio.Queue()
+
+            async def on_message(message):
+                if isinstance(message, types.ResourceUpdatedNotification):
+                    await updated.put(message.params.uri)
+
+            http = create_mcp_http_client()
+            async with http, streamable_http_client(url, http_client=http) as (read, write), \
+                    ClientSession(read, write, message_handler=on_message) as session:
+                await session.initialize()
+                await session.subscribe_resource("test://watched")
+                await session.get_prompt("bump")
+                return session.protocol_version, await asyncio.wait_for(updated.get(), 20)
+
+        version, heard = bounded(act())
+    assert version not in ("2026-07-28",) and heard == "test://watched"
+
+
 def test_a_2026_request_gets_the_log_messages_its_meta_asks_for(launch, tmp_path):
     with http_server(launch, tmp_path) as (url, err):
         async def read_boom(level):
