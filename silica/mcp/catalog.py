@@ -1,14 +1,14 @@
-"""What ``silica mcp serve`` offers besides tools: resources, resource templates, prompts,
-completion and logging, each added by plugins through ``silica_mcp_resources`` and
+"""What ``silica mcp serve`` offers besides tools: resources, resource templates, prompts
+and completion, each added by plugins through ``silica_mcp_resources`` and
 ``silica_mcp_prompts``.
 
-    @silica.hookimpl
+    @hookimpl
     def silica_mcp_resources(register):
         register(Resource("notes://today", "today", read=lambda: "buy milk",
                           mime_type="text/plain"))
         register(ResourceTemplate("notes://day/{date}", "day", read=read_day))
 
-    @silica.hookimpl
+    @hookimpl
     def silica_mcp_prompts(register):
         register(Prompt("review", render=lambda args: [Message(f"Review {args['path']}")],
                         arguments=(PromptArgument("path", required=True),)))
@@ -19,38 +19,31 @@ that request's error: a read or render that raises, or returns more than
 ``MAX_CONTENT_BYTES``, fails that request only. A plugin says a resource changed with
 ``resource_changed(uri)`` (from any thread); clients subscribed to it are told.
 
-``logging/setLevel`` keeps a level per connection; silica's own log records (logger
-``silica``) made while one of that connection's requests is handled are sent to it as
-``notifications/message`` when at or above the level. On 2026-07-28 connections, where
-the method is gone, the level is the request's ``_meta`` log level. ``log_level()`` tells
-code running inside a request which level its client wants.
+Logging (``logging/setLevel``) is ``silica.mcp.serve_log``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import inspect
 import logging
 import re
-import threading
 import weakref
 from base64 import b64encode
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 import mcp.types as types
 from mcp.server.connection import Connection
-from mcp.server.context import CallNext, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, LOG_LEVEL_META_KEY
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from silica.mcp.serve_log import connection as connection_of
 from silica.plugins import call_each
 from silica.security.text import safe_text
 
@@ -60,8 +53,6 @@ MAX_CONTENT_BYTES = 8 * 1024 * 1024  # a read or a rendered prompt larger than t
 PAGE_SIZE = 100  # entries per page of resources/list, resources/templates/list, prompts/list
 MAX_COMPLETIONS = 100  # the most values completion/complete may send (the spec's bound)
 RESOURCE_NOT_FOUND = -32002  # the handshake-era code; 2026-07-28 says INVALID_PARAMS
-LEVELS: tuple[types.LoggingLevel, ...] = (
-    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 _NAME = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20\x7f]{0,2040}")
@@ -222,8 +213,7 @@ def _valid(kind: str, name: str, uri: str) -> str | None:
 class Catalog:
     """The resources, templates and prompts plugins registered, served to MCP clients.
 
-    ``handlers()`` are the keyword arguments for the SDK's ``Server(...)``; ``install``
-    adds ``logging/setLevel`` and the middleware that routes log records to clients."""
+    ``handlers()`` are the keyword arguments for the SDK's ``Server(...)``."""
 
     def __init__(self, pm: Any, settings: Any, events: Any = None) -> None:
         self.pm, self.settings, self.events = pm, settings, events
@@ -247,14 +237,6 @@ class Catalog:
             "on_get_prompt": self.get_prompt,
             "on_completion": self.complete,
         }
-
-    def install(self, server: Server[Any]) -> None:
-        # Registered this way, not as Server(on_set_logging_level=...), which warns that
-        # 2026-07-28 dropped the method: silica serves both revisions.
-        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams,
-                                   self.set_level)
-        server.middleware.append(_log_scope)
-        _install_log_handler()
 
     # -- collecting ---------------------------------------------------------------------
 
@@ -363,14 +345,14 @@ class Catalog:
     async def subscribe(self, ctx: ServerRequestContext,
                         params: types.SubscribeRequestParams) -> types.EmptyResult:
         await self.load()
-        connection = _connection(ctx)
+        connection = connection_of(ctx)
         connection.state.setdefault("silica.subscriptions", set()).add(str(params.uri))
         self._subscribers.add(connection)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: ServerRequestContext,
                           params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        _connection(ctx).state.get("silica.subscriptions", set()).discard(str(params.uri))
+        connection_of(ctx).state.get("silica.subscriptions", set()).discard(str(params.uri))
         return types.EmptyResult()
 
     async def changed(self, uri: str) -> None:
@@ -442,13 +424,6 @@ class Catalog:
             values=values[:MAX_COMPLETIONS], total=len(values),
             has_more=len(values) > MAX_COMPLETIONS))
 
-    # -- logging ------------------------------------------------------------------------
-
-    async def set_level(self, ctx: ServerRequestContext,
-                        params: types.SetLevelRequestParams) -> types.EmptyResult:
-        _connection(ctx).state["silica.log_level"] = params.level
-        return types.EmptyResult()
-
     # -- a plugin's mistakes ------------------------------------------------------------
 
     async def _run(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -512,96 +487,3 @@ def resource_changed(uri: str) -> None:
             loop.create_task(catalog.changed(uri))
         else:
             asyncio.run_coroutine_threadsafe(catalog.changed(uri), loop)
-
-
-def _connection(ctx: ServerRequestContext) -> Connection:
-    # The SDK builds a ServerSession per request around the connection, which it keeps
-    # private; the connection's ``state`` is its documented per-connection scratch space.
-    return cast(Connection, ctx.session._connection)  # noqa: SLF001
-
-
-_request: contextvars.ContextVar[ServerRequestContext | None] = contextvars.ContextVar(
-    "silica_mcp_request", default=None)
-# the log messages a request has queued for its client, sent before its response
-_pending: contextvars.ContextVar[list[asyncio.Task] | None] = contextvars.ContextVar(
-    "silica_mcp_pending_logs", default=None)
-LOG_FLUSH = 5.0  # seconds a response waits for its log messages to be sent
-
-
-async def _log_scope(ctx: ServerRequestContext, call_next: CallNext) -> Any:
-    """Middleware: while a request is handled, log records know whose they are; its log
-    messages go out before its response (on 2026-07-28 they ride the response's stream)."""
-    pending: list[asyncio.Task] = []
-    token, queued = _request.set(ctx), _pending.set(pending)
-    try:
-        return await call_next(ctx)
-    finally:
-        _request.reset(token)
-        _pending.reset(queued)
-        if pending:
-            await asyncio.wait(pending, timeout=LOG_FLUSH)
-
-
-def log_level(ctx: ServerRequestContext | None = None) -> types.LoggingLevel | None:
-    """The lowest level the client of ``ctx`` (by default, of the request being handled)
-    wants log messages at, or ``None`` for none: its ``logging/setLevel`` on handshake-era
-    connections, the request's ``_meta`` log level on 2026-07-28 ones."""
-    ctx = ctx or _request.get()
-    if ctx is None:
-        return None
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        level = (ctx.meta or {}).get(LOG_LEVEL_META_KEY)
-        return cast(types.LoggingLevel, level) if level in LEVELS else None
-    return cast("types.LoggingLevel | None", _connection(ctx).state.get("silica.log_level"))
-
-
-def mcp_level(levelno: int) -> types.LoggingLevel:
-    if levelno >= logging.CRITICAL:
-        return "critical"
-    if levelno >= logging.ERROR:
-        return "error"
-    if levelno >= logging.WARNING:
-        return "warning"
-    return "info" if levelno >= logging.INFO else "debug"
-
-
-class ClientLogHandler(logging.Handler):
-    """Sends a ``silica`` log record made while a request is handled to that request's
-    client, when at or above the level it asked for."""
-
-    _busy = threading.local()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        ctx = _request.get()
-        wanted = log_level(ctx)
-        if ctx is None or wanted is None or getattr(self._busy, "on", False):
-            return
-        level = mcp_level(record.levelno)
-        if LEVELS.index(level) < LEVELS.index(wanted):
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # a record from a worker thread: no session to send it on
-            return
-        self._busy.on = True
-        try:
-            related = ctx.request_id if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else None
-            task = loop.create_task(_send_log(ctx, level, record.getMessage(), record.name,
-                                              related))
-            pending = _pending.get()
-            if pending is not None:
-                pending.append(task)
-        finally:
-            self._busy.on = False
-
-
-async def _send_log(ctx: ServerRequestContext, level: types.LoggingLevel, text: str,
-                    logger: str, related: types.RequestId | None) -> None:
-    with contextlib.suppress(Exception):  # the client is gone: its log lines with it
-        await ctx.session.send_log_message(level, text, logger, related_request_id=related)
-
-
-def _install_log_handler() -> None:
-    logger = logging.getLogger("silica")
-    if not any(isinstance(h, ClientLogHandler) for h in logger.handlers):
-        logger.addHandler(ClientLogHandler())

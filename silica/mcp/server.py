@@ -61,6 +61,7 @@ from silica.blocks import ToolResult
 from silica.errors import SilicaError
 from silica.mcp.served import served_result, served_tool
 from silica.mcp.talkback import Rounds, TalkBack
+from silica.mcp import serve_log
 from silica.mcp.catalog import Catalog
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
@@ -221,6 +222,7 @@ class ToolServer:
         self.server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(),
                                                            default_audience="silica"))
         self.catalog.install(self.server)
+        serve_log.install(self.server)  # logging/setLevel, and log records to clients
         self.server.add_notification_handler("notifications/initialized",
                                              types.NotificationParams, self._forward_changes)
 
