@@ -59,10 +59,10 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from silica import __version__
 from silica.blocks import ToolResult
 from silica.errors import SilicaError
-from silica.mcp.served import served_result, served_tool
-from silica.mcp.talkback import Rounds, TalkBack
 from silica.mcp import serve_log
 from silica.mcp.catalog import Catalog
+from silica.mcp.served import served_result, served_tool
+from silica.mcp.talkback import Rounds, TalkBack
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
@@ -207,7 +207,6 @@ class ToolServer:
         self._tools: dict[str, Tool] = {}  # what those entries were made of, by name
         self.talk = TalkBack()  # a built-in's questions, logs and progress go to its client
         self.talk.attach(toolbox)
-        self._known: list[dict] | None = None  # the specs of the last discovery
         # resources, prompts, completion and logging, as plugins register them
         self.catalog = Catalog(toolbox.pm, toolbox.settings, self._events)
         self.server: Server[Any] = Server(
@@ -221,7 +220,6 @@ class ToolServer:
         # a 2026-07-28 call's requestState is sealed on its way out, checked on its way in
         self.server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(),
                                                            default_audience="silica"))
-        self.catalog.install(self.server)
         serve_log.install(self.server)  # logging/setLevel, and log records to clients
         self.server.add_notification_handler("notifications/initialized",
                                              types.NotificationParams, self._forward_changes)

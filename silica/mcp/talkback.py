@@ -12,7 +12,7 @@ the client whose ``tools/call`` is running the tool, tied to that request. Which
 built-in runs for is a context variable set around the call: calls running at once never
 cross. A client that did not declare the capability is not asked: elicitation is declined,
 sampling is an error the tool reports, a log message is dropped below the level the client
-set (``logging/setLevel``, kept in ``levels``).
+set (``logging/setLevel``; ``silica.mcp.serve_log``).
 
 A 2026-07-28 connection has no channel back to the client while a call runs: there a
 built-in's questions become an ``input_required`` result (``Rounds``). The call is stopped
@@ -31,7 +31,6 @@ import contextlib
 import contextvars
 import json
 import logging
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -40,6 +39,7 @@ from mcp.server.context import ServerRequestContext
 
 from silica.elicitation import Answer, Elicitation
 from silica.errors import SilicaError
+from silica.mcp.serve_log import log_level
 from silica.tools.toolbox import Toolbox
 
 log = logging.getLogger("silica.mcp")
@@ -105,11 +105,9 @@ class Rounds:
 class TalkBack:
     """The ``Asker``, logger and sampler of a served ``Toolbox``; see the module docstring.
 
-    ``levels`` maps a connection's session to the least level it wants
-    (``logging/setLevel``); a session not in it hears every level."""
-
-    def __init__(self) -> None:
-        self.levels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+    A log message is sent at or above the least level the client wants
+    (``silica.mcp.serve_log.log_level``: its ``logging/setLevel``, or a 2026-07-28
+    request's ``_meta``); a client that said nothing hears every level."""
 
     def attach(self, toolbox: Toolbox) -> None:
         toolbox.elicit, toolbox.log, toolbox.sample = self.elicit, self.log, self.sample
@@ -183,7 +181,7 @@ class TalkBack:
         ctx = _call.get()
         if ctx is None or level not in LEVELS:
             return
-        least = self.levels.get(ctx.session, LEVELS[0])
+        least = log_level(ctx) or LEVELS[0]
         if LEVELS.index(level) < LEVELS.index(least):
             return
         try:
