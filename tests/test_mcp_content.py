@@ -446,3 +446,73 @@ def test_the_agent_sends_no_user_only_content_to_the_model(monkeypatch, home):
     result = next(b for m in saved.messages for b in m.content
                   if isinstance(b, ToolResultBlock) and b.call_id == "aud")
     assert [b.audience for b in result.content] == [None, ("user",), ("user",), ("assistant",)]
+
+
+# -- the server's order, kept all the way --------------------------------------------------
+
+MIXED = [("text", "one: words"), ("image", (16, 8)),
+         ("text", "[resource: forms://inline.txt]\nthree: embedded text"), ("image", (8, 16)),
+         ("text", "[resource link: forms://notes.txt]"),
+         ("text", "[audio from forms: audio/wav, 64 bytes, not shown]"), ("image", (40, 30)),
+         ("text", "eight: last words")]
+
+
+def test_tools_run_json_keeps_every_kind_of_content_in_the_server_s_order(home):
+    import subprocess
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f"[mcp]\ntimeout = 30\n\n[mcp.servers.forms]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(FORMS_SERVER))}]\n")
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "run", "forms__mixed",
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = []
+    for block in json.loads(done.stdout)["content"]:
+        if block["type"] == "image":
+            data = base64.b64decode(block["source"]["data"])
+            got.append(("image", Image.open(io.BytesIO(data)).size))
+        else:
+            got.append(("text", block["text"]))
+    assert got == MIXED
+
+
+def run_agent_on(server, monkeypatch, provider: str, tool: str) -> None:
+    server.use(monkeypatch)
+    agent = Agent.start(Settings(provider=provider,
+                                 mcp=McpSettings(servers={"forms": forms()}, timeout=30)))
+    assert asyncio.run(agent.send("show me")) == "Seen."
+
+
+def test_the_responses_api_gets_a_tool_s_text_and_images_in_the_server_s_order(
+        monkeypatch, home):
+    from wire.responses_wire import responses_server
+
+    script = [tool_call("forms__mixed", {}, id="call_m"), text("Seen.")]
+    with responses_server(script) as srv:
+        run_agent_on(srv, monkeypatch, "openai-responses", "forms__mixed")
+    [output] = [i for i in srv.requests[1]["input"] if i.get("type") == "function_call_output"]
+    got = []
+    for part in output["output"]:
+        if part["type"] == "input_image":
+            data = base64.b64decode(part["image_url"].split(",", 1)[1])
+            got.append(("image", Image.open(io.BytesIO(data)).size))
+        else:
+            got.append(("text", part["text"]))
+    assert got == MIXED
+
+
+def test_chat_completions_marks_where_each_image_was_in_the_tool_s_text(monkeypatch, home):
+    from wire import openai_server
+
+    script = [tool_call("forms__interleaved", {}, id="call_i"), text("Seen.")]
+    with openai_server(script) as srv:
+        run_agent_on(srv, monkeypatch, "openai", "forms__interleaved")
+    messages = srv.requests[1]["messages"]
+    [tool] = [m for m in messages if m["role"] == "tool"]
+    # the wire carries a tool's images in a user message after it: the text says where
+    assert tool["content"].splitlines() == [
+        "before the chart", "[image 1]", "after the chart",
+        "[1 image(s) follow in the next message]"]
+    images = [p for p in messages[-1]["content"] if p["type"] == "image_url"]
+    assert messages[-1]["role"] == "user" and len(images) == 1

@@ -97,6 +97,26 @@ class ProviderError(SilicaError):
 MAX_ARGUMENT_DEPTH = 100  # nesting a tool's input may have; deeper is a broken call
 
 
+def text_marking_images(blocks: list[Any], first: int = 1) -> str:
+    """The text of ``blocks`` in their order, one block a line, each image that has text
+    after it standing as ``[image N]`` where it was (numbered from ``first``): for a wire
+    format that carries a tool's images apart from its text, so the model still learns what
+    came before and after each one. Images after the last text need no mark (they follow
+    it anyway); without images, the text alone."""
+    last_text = max((i for i, b in enumerate(blocks) if isinstance(b, TextBlock) and b.text),
+                    default=-1)
+    lines: list[str] = []
+    number = first
+    for i, block in enumerate(blocks):
+        if isinstance(block, ImageBlock):
+            if i < last_text:
+                lines.append(f"[image {number}]")
+            number += 1
+        elif isinstance(block, TextBlock) and block.text:
+            lines.append(block.text)
+    return "\n".join(lines)
+
+
 def tool_arguments(value: Any) -> dict[str, Any]:
     """A tool call's arguments from what the model sent: a JSON object, or the JSON text of
     one. ``{}`` when it is not an object, is not valid JSON, or is nested deeper than

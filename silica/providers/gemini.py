@@ -47,6 +47,7 @@ from silica.providers.base import (
     Request,
     RequestMessage,
     RequestToolResult,
+    text_marking_images,
     tool_arguments,
 )
 from silica.providers.clients import shared, tls
@@ -100,19 +101,16 @@ def _image(image: ImageBlock) -> dict[str, Any]:
     return {"inline_data": {"mime_type": image.media_type, "data": image.data}}
 
 
-def _texts(blocks: list[Any]) -> str:
-    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
-
-
 def _own_id(call_id: str) -> bool:
     return call_id.startswith(CALL_PREFIX)
 
 
-def _function_response(result: RequestToolResult, nested: bool) -> dict[str, Any]:
+def _function_response(result: RequestToolResult, nested: bool,
+                       first: int = 1) -> dict[str, Any]:
     """The ``function_response`` part of ``result``: its text as ``output`` (``error`` when
-    the tool failed), its images as ``parts`` when ``nested``, else a line saying they
-    follow."""
-    text = _texts(result.content)
+    the tool failed) with each image marked ``[image N]`` where it was (numbered from
+    ``first``), its images as ``parts`` when ``nested``, else a line saying they follow."""
+    text = text_marking_images(result.content, first=1 if nested else first)
     images = [b for b in result.content if isinstance(b, ImageBlock)]
     if images and not nested:
         note = f"[{len(images)} image(s) follow after the tool results]"
@@ -130,7 +128,10 @@ def _function_response(result: RequestToolResult, nested: bool) -> dict[str, Any
 
 def _user(message: RequestMessage, nested: bool) -> dict[str, Any]:
     results = [b for b in message.content if isinstance(b, RequestToolResult)]
-    parts = [_function_response(r, nested) for r in results]
+    parts, first = [], 1
+    for r in results:  # unnested, images are numbered across the results, as they follow
+        parts.append(_function_response(r, nested, first))
+        first += sum(isinstance(b, ImageBlock) for b in r.content)
     if not nested:  # older models: the tools' images follow the responses
         images = [(r, b) for r in results for b in r.content if isinstance(b, ImageBlock)]
         if images:

@@ -25,6 +25,7 @@ from silica.providers.base import (
     Request,
     RequestMessage,
     RequestToolResult,
+    text_marking_images,
     tool_arguments,
 )
 from silica.providers.clients import tls
@@ -96,7 +97,7 @@ def _messages(message: RequestMessage) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, RequestToolResult):
-            text = _text(block.content)
+            text = text_marking_images(block.content)  # its images go in "images"
             if block.is_error:
                 text = f"Error: {text}" if text else "Error"
             result.append(_with_images({"role": "tool", "content": text,

@@ -26,6 +26,7 @@ from silica.providers.base import (
     Request,
     RequestMessage,
     RequestToolResult,
+    text_marking_images,
     tool_arguments,
 )
 from silica.providers.clients import environment, shared, tls
@@ -85,7 +86,8 @@ def _tool_turn(results: list[RequestToolResult]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     images: list[tuple[RequestToolResult, ImageBlock]] = []
     for result in results:
-        text = "\n".join(b.text for b in result.content if isinstance(b, TextBlock))
+        # each image marked where it was: the images themselves follow in a user message
+        text = text_marking_images(result.content, first=len(images) + 1)
         mine = [b for b in result.content if isinstance(b, ImageBlock)]
         if result.is_error:
             text = f"Error: {text}" if text else "Error"

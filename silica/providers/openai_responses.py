@@ -81,14 +81,16 @@ def _assistant(message: RequestMessage) -> list[dict[str, Any]]:
 
 def _tool_output(result: RequestToolResult, detail: str) -> dict[str, Any]:
     """A tool result as ``function_call_output``: its text alone as a string, or its text
-    and images as a list of parts."""
-    text = "\n".join(b.text for b in result.content if isinstance(b, TextBlock) and b.text)
-    if result.is_error:
-        text = f"Error: {text}" if text else "Error"
-    images = [b for b in result.content if isinstance(b, ImageBlock)]
-    output: str | list[dict[str, Any]] = text or "(no output)"
-    if images:
-        output = _parts(([TextBlock(text=text)] if text else []) + images, detail)
+    and images as a list of parts in the tool's order."""
+    output: str | list[dict[str, Any]]
+    if any(isinstance(b, ImageBlock) for b in result.content):
+        error = [TextBlock(text="Error:")] if result.is_error else []
+        output = _parts(error + list(result.content), detail)
+    else:
+        text = "\n".join(b.text for b in result.content if isinstance(b, TextBlock) and b.text)
+        if result.is_error:
+            text = f"Error: {text}" if text else "Error"
+        output = text or "(no output)"
     return {"type": "function_call_output", "call_id": result.call_id, "output": output}
 
 

@@ -23,6 +23,7 @@ from mcp_types import (
     ImageContent,
     ResourceLink,
     TextContent,
+    TextResourceContents,
 )
 from PIL import Image
 
@@ -114,6 +115,25 @@ def interleaved() -> CallToolResult:
     return _result(TextContent(type="text", text="before the chart"),
                    ImageContent(type="image", data=_b64(_image("PNG")), mime_type="image/png"),
                    TextContent(type="text", text="after the chart"))
+
+
+@server.tool()
+def mixed() -> CallToolResult:
+    """Every kind of content, kinds alternating: the order a host must keep."""
+    return _result(
+        TextContent(type="text", text="one: words"),
+        ImageContent(type="image", data=_b64(_image("PNG", (16, 8))), mime_type="image/png"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri="forms://inline.txt", mime_type="text/plain", text="three: embedded text")),
+        EmbeddedResource(type="resource", resource=BlobResourceContents(
+            uri="forms://inline.png", mime_type="image/png",
+            blob=_b64(_image("PNG", (8, 16))))),
+        ResourceLink(type="resource_link", name="notes", uri="forms://notes.txt",
+                     mime_type="text/plain"),
+        AudioContent(type="audio", data=_b64(b"RIFF" + bytes(60)), mime_type="audio/wav"),
+        ResourceLink(type="resource_link", name="chart", uri="forms://chart.png",
+                     mime_type="image/png"),
+        TextContent(type="text", text="eight: last words"))
 
 
 @server.tool()
