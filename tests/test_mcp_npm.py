@@ -164,3 +164,30 @@ def test_memory_entity_created_in_one_call_is_read_in_the_next(box):
     names = [e["name"] for e in json.loads(ok(graph).text)["entities"]]
     assert names == ["Ada_Lovelace"]
     assert "wrote the first program" in ok(found).text
+
+
+def test_everything_tiny_image_reaches_the_model_as_text_image_text(npm_servers, home,
+                                                                     monkeypatch):
+    # server-everything sends words, the image, words about the image above: in that order
+    from wire import text, tool_call
+    from wire.responses_wire import responses_server
+
+    from silica.agent.loop import Agent
+
+    everything = McpServerSettings(
+        command="node",
+        args=[str(npm_servers / "server-everything" / "dist" / "index.js"), "stdio"])
+    settings = Settings(provider="openai-responses",
+                        mcp=McpSettings(servers={"everything": everything}, timeout=60))
+    script = [tool_call("everything__get-tiny-image", {}, id="call_t"), text("Seen.")]
+    try:
+        with responses_server(script) as srv:
+            srv.use(monkeypatch)
+            agent = Agent.start(settings)
+            assert asyncio.run(bounded(agent.send("show me"))) == "Seen."
+    finally:
+        stop_servers()
+    [output] = [i for i in srv.requests[1]["input"] if i.get("type") == "function_call_output"]
+    kinds = [part["type"] for part in output["output"]]
+    assert kinds == ["input_text", "input_image", "input_text"]
+    assert "MCP logo" in output["output"][2]["text"]
