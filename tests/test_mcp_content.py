@@ -516,3 +516,26 @@ def test_chat_completions_marks_where_each_image_was_in_the_tool_s_text(monkeypa
         "[1 image(s) follow in the next message]"]
     images = [p for p in messages[-1]["content"] if p["type"] == "image_url"]
     assert messages[-1]["role"] == "user" and len(images) == 1
+
+
+def test_mcp_serve_re_serves_a_server_s_content_in_its_order(home, tmp_path):
+    import os
+
+    from mcp import Client, StdioServerParameters, stdio_client
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f"[mcp]\ntimeout = 30\n\n[mcp.servers.forms]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(FORMS_SERVER))}]\n")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "silica", "mcp", "serve"],
+                                   env=os.environ.copy(), cwd=str(tmp_path))
+
+    async def call() -> mt.CallToolResult:
+        with (tmp_path / "serve.err").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                return await client.call_tool("forms__mixed", {})
+
+    served = asyncio.run(asyncio.wait_for(call(), 120))
+    got = [("image", Image.open(io.BytesIO(base64.b64decode(c.data))).size)
+           if isinstance(c, mt.ImageContent) else ("text", c.text) for c in served.content]
+    assert got == MIXED
