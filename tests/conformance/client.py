@@ -13,7 +13,8 @@ in ``MCP_CONFORMANCE_PROTOCOL_VERSION``. This writes a ``config.toml`` naming th
 - ``initialize`` and ``json-schema-ref-no-deref``: the listing alone (their servers
   answer no ``tools/call``);
 - otherwise every tool silica lists for the server, with arguments made from its schema
-  (silica's own filtering decides which tools there are to call).
+  (silica's own filtering decides which tools there are to call); these commands run a few
+  at a time, as several programs would use silica at once.
 
 Auth scenarios add an ``[mcp.servers.test.oauth]`` table from the context (``client_id``,
 ``client_secret``, ``scopes``, ``client_metadata_url``) with ``approve = "direct"``; the
@@ -29,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ FOCAL, ECHO = "json_schema_2020_12_tool", "json_schema_echo"
 LIST_ONLY = {"initialize", "json-schema-ref-no-deref"}  # their servers answer no tools/call
 ELICITING = ("elicitation", "sep-2322")  # scenarios whose servers ask for values
 TIMEOUT = 60  # seconds for one silica command
+PARALLEL = 4  # silica commands at once: the harness gives a client 30 s in all
 
 
 def toml_string(value: str) -> str:
@@ -141,9 +144,10 @@ def main() -> int:
             pass
         elif scenario == "json-schema-2020-12-preservation":
             silica.call(ECHO, {"schema": schema_of(silica.spec(FOCAL))})
-        else:
-            for name in names:
-                silica.call(name, arguments(schema_of(silica.spec(name))))
+        else:  # each tool's schema, then each call: at once, every one its own process
+            with ThreadPoolExecutor(PARALLEL) as pool:
+                schemas = list(pool.map(lambda n: schema_of(silica.spec(n)), names))
+                list(pool.map(lambda n, s: silica.call(n, arguments(s)), names, schemas))
         return 1 if silica.failed else 0
 
 
