@@ -17,7 +17,9 @@ in ``MCP_CONFORMANCE_PROTOCOL_VERSION``. This writes a ``config.toml`` naming th
   at a time, as several programs would use silica at once.
 
 Auth scenarios add an ``[mcp.servers.test.oauth]`` table from the context (``client_id``,
-``client_secret``, ``scopes``, ``client_metadata_url``) with ``approve = "direct"``; the
+``client_secret``, ``scopes``, ``client_metadata_url``) with ``approve = "direct"``; with no
+``client_id`` given, silica's client id is the harness's metadata document URL
+(``CLIENT_METADATA_URL``), and dynamic registration is the fallback where it is refused; the
 scenarios whose servers ask for values (elicitation, ``sep-2322``) set ``[mcp]
 elicitation = "defaults"``. Exits non-zero when a command
 failed, with what it said on stderr.
@@ -39,6 +41,8 @@ PREFIX = f"{SERVER}__"
 FOCAL, ECHO = "json_schema_2020_12_tool", "json_schema_echo"
 LIST_ONLY = {"initialize", "json-schema-ref-no-deref"}  # their servers answer no tools/call
 ELICITING = ("elicitation", "sep-2322")  # scenarios whose servers ask for values
+# The client metadata document the harness's authorization servers accept as a client id.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 TIMEOUT = 60  # seconds for one silica command
 PARALLEL = 4  # silica commands at once: the harness gives a client 30 s in all
 
@@ -58,6 +62,8 @@ def config_text(url: str, scenario: str, context: dict[str, Any]) -> str:
                           ("client_metadata_url", "client_metadata_url")):
             if isinstance(context.get(key), str):
                 lines.append(f"{name} = {toml_string(context[key])}")
+        if not isinstance(context.get("client_id"), str):  # none given: silica names itself
+            lines.append(f"client_metadata_url = {toml_string(CLIENT_METADATA_URL)}")
         scopes = context.get("scopes") or context.get("scope")
         if isinstance(scopes, str):
             scopes = scopes.split()
