@@ -100,59 +100,12 @@ def transport(name: str, server: McpServerSettings, stderr: TextIO | None,
     """The SDK transport (an async context manager of the two streams) for ``server``; a
     stdio server runs ``start.command`` in ``start.cwd`` (``silica.security.server_start``
     decides both; every stdio server silica starts is given one), confined by ``sandbox``
-    (``silica.security.sandbox``) with its start folder writable. Every result the server
-    sends without a ``resultType`` reads as ``"complete"`` (``CompleteByDefault``)."""
+    (``silica.security.sandbox``) with its start folder writable."""
     if server.url:
-        return _complete_by_default(_http(name, server))
+        return _http(name, server)
     if start is None:
         raise ValueError("a stdio MCP server needs its ServerStart")
-    return _complete_by_default(_stdio(name, server, stderr, start, sandbox))
-
-
-class CompleteByDefault:
-    """A server's messages as the SDK reads them, each result that names no ``resultType``
-    given ``"complete"``: an absent one means that (SEP-2322), and the SDK's checks of a
-    2026-07-28 answer require the field (an older revision's results allow it)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like: the stream's
-        return getattr(self._inner, name)
-
-    async def receive(self) -> Any:
-        item = await self._inner.receive()
-        result = getattr(getattr(item, "message", None), "result", None)
-        if isinstance(result, dict) and "resultType" not in result:
-            result["resultType"] = "complete"
-        return item
-
-    def __aiter__(self) -> CompleteByDefault:
-        return self
-
-    async def __anext__(self) -> Any:
-        import anyio
-
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> CompleteByDefault:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._inner.__aexit__(*exc)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-@contextlib.asynccontextmanager
-async def _complete_by_default(streams: Any) -> AsyncIterator[Any]:
-    async with streams as (read, write, *rest):
-        yield (CompleteByDefault(read), write, *rest)
+    return _stdio(name, server, stderr, start, sandbox)
 
 
 @contextlib.asynccontextmanager
@@ -307,3 +260,51 @@ def stderr_tail(text: str) -> str:
     lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
     tail = "\n".join(lines)
     return tail if len(tail) <= _STDERR_TAIL else "..." + tail[-_STDERR_TAIL:]
+
+
+class CompleteByDefault:
+    """A server's messages as the SDK reads them, each result that names no ``resultType``
+    given ``"complete"``: an absent one means that (SEP-2322), and the SDK's checks of a
+    2026-07-28 answer require the field (an older revision's results allow it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # ``last_context`` and the like: the stream's
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        item = await self._inner.receive()
+        result = getattr(getattr(item, "message", None), "result", None)
+        if isinstance(result, dict) and "resultType" not in result:
+            result["resultType"] = "complete"
+        return item
+
+    def __aiter__(self) -> CompleteByDefault:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> CompleteByDefault:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@contextlib.asynccontextmanager
+async def complete_by_default(streams: Any) -> AsyncIterator[Any]:
+    """``streams`` (a transport: ``transport(...)``) with every result the server sends
+    without a ``resultType`` read as ``"complete"`` (``CompleteByDefault``)."""
+    async with streams as (read, write, *rest):
+        yield (CompleteByDefault(read), write, *rest)

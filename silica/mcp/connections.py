@@ -61,6 +61,7 @@ from silica.mcp.client import (
     STDERR_DRAIN,
     McpServerError,
     StderrTail,
+    complete_by_default,
     explain,
     lost,
     stderr_tail,
@@ -297,8 +298,9 @@ class _Connection:
                 self._spawn(self._refresh())  # not here: the reader must go on reading
 
         try:
-            streams = transport(self.name, self.server, tail.writer if tail else None, start,
-                                self.manager.sandbox)
+            streams = complete_by_default(transport(
+                self.name, self.server, tail.writer if tail else None, start,
+                self.manager.sandbox))
             async with Client(streams, message_handler=on_message, cache=None,
                               elicitation_callback=self._elicited) as client:
                 if not ready.done():
