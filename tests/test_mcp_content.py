@@ -19,6 +19,8 @@ from types import SimpleNamespace
 
 import mcp.types as mt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 from PIL import Image
 from wire import anthropic_server, text, tool_call
@@ -539,3 +541,24 @@ def test_mcp_serve_re_serves_a_server_s_content_in_its_order(home, tmp_path):
     got = [("image", Image.open(io.BytesIO(base64.b64decode(c.data))).size)
            if isinstance(c, mt.ImageContent) else ("text", c.text) for c in served.content]
     assert got == MIXED
+
+
+@given(st.lists(st.one_of(st.text(alphabet="ab \n", max_size=5).map(lambda t: ("text", t)),
+                          st.just(("image", None))), max_size=12),
+       st.integers(min_value=1, max_value=50))
+def test_the_text_of_a_split_wire_marks_each_image_with_text_after_it(kinds, first):
+    from silica.providers.base import text_marking_images
+
+    png = picture(size=(2, 2))
+    blocks = [TextBlock(text=v) if k == "text" else ImageBlock(media_type="image/png", data=png)
+              for k, v in kinds]
+    last_text = max((i for i, (k, v) in enumerate(kinds) if k == "text" and v), default=-1)
+    expected, number = [], first
+    for i, (kind, value) in enumerate(kinds):
+        if kind == "image":
+            if i < last_text:
+                expected.append(f"[image {number}]")
+            number += 1
+        elif value:
+            expected.append(value)
+    assert text_marking_images(blocks, first) == "\n".join(expected)
