@@ -43,7 +43,7 @@ LIST_ONLY = {"initialize", "json-schema-ref-no-deref"}  # their servers answer n
 ELICITING = ("elicitation", "sep-2322")  # scenarios whose servers ask for values
 # The client metadata document the harness's authorization servers accept as a client id.
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
-TIMEOUT = 60  # seconds for one silica command
+TIMEOUT = 120  # seconds for one silica command (the harness's --timeout bounds them all)
 PARALLEL = 4  # silica commands at once: the harness gives a client 30 s in all
 
 
@@ -102,8 +102,13 @@ class Silica:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "silica", *args]
-        done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
+        try:
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
+                                  timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            print(f"silica {' '.join(args)} did not finish within {TIMEOUT} s", file=sys.stderr)
+            self.failed = True
+            return subprocess.CompletedProcess(argv, 124, "", "")
         print(f"$ silica {' '.join(args)} -> {done.returncode}\n{done.stdout}", flush=True)
         if done.stderr:
             print(done.stderr, file=sys.stderr, flush=True)
