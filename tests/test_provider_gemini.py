@@ -510,3 +510,25 @@ def test_ask_with_a_tool_that_returns_an_image(picture_tool):
     image = pixels(inline(response["parts"][0])["data"])
     assert image.format == "PNG" and max(image.size) <= 1536
     assert image.convert("RGB").getpixel((10, 10)) == (200, 60, 60)
+
+
+@pytest.mark.parametrize("model", [MODEL, OLDER])
+def test_each_image_is_marked_where_it_was_among_its_tool_s_text(model):
+    from silica.providers.gemini import to_gemini
+
+    def words_image_words(call: str) -> RequestToolResult:
+        return RequestToolResult(call_id=call, name="shot", content=[
+            TextBlock(text=f"{call} before"), TOOL_IMAGE, TextBlock(text=f"{call} after")])
+
+    request = Request(model=model, messages=[
+        RequestMessage(role="user", content=[TextBlock(text="look")]),
+        RequestMessage(role="assistant", content=[ToolCall(id="a", name="shot", arguments={}),
+                                                  ToolCall(id="b", name="shot", arguments={})]),
+        RequestMessage(role="user", content=[words_image_words("a"), words_image_words("b")])])
+    contents, _ = to_gemini(request)
+    first, second = [response_of(p)["response"]["output"].splitlines()
+                     for p in contents[2]["parts"][:2]]
+    # nested (Gemini 3): each response holds its own image, 1; else they follow, numbered on
+    second_number = 1 if model == MODEL else 2
+    assert first[:3] == ["a before", "[image 1]", "a after"]
+    assert second[:3] == ["b before", f"[image {second_number}]", "b after"]
