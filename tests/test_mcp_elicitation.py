@@ -142,6 +142,23 @@ def test_the_config_key_makes_ask_accept_defaults(home, project, tmp_path):
     assert logged(log) == ['accept {"colour": "r", "count": 3, "tags": ["x", "z"]}']
 
 
+@pytest.mark.parametrize("mode", ["", 'elicitation = "defaults"'], ids=["decline", "defaults"])
+def test_tools_run_declines_or_takes_the_defaults_as_the_config_says(mode, home, project,
+                                                                      tmp_path):
+    log = tmp_path / "log"
+    configure(home, log, mcp=mode)
+    done = subprocess.run([sys.executable, "-m", "silica", "tools", "run", "asker__fill",
+                           "--input", json.dumps(fill(DEFAULTED)), "--json"],
+                          capture_output=True, text=True, cwd=project, timeout=300)
+    assert done.returncode == 0, done.stderr
+    if mode:
+        assert logged(log) == ['accept {"colour": "r", "count": 3, "tags": ["x", "z"]}']
+        assert "accepted its defaults" in done.stderr
+    else:
+        assert logged(log) == ["decline"]
+        assert "silica tools run asks nobody" in done.stdout
+
+
 def test_an_invalid_schema_is_an_error_to_the_server_and_nobody_is_asked(home, project,
                                                                           tmp_path):
     log = tmp_path / "log"

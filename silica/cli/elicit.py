@@ -174,9 +174,10 @@ def _interruptible() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def unattended_asker(mode: str) -> Asker:
-    """An ``Asker`` for a run nobody watches: ``"defaults"`` accepts the form's defaults
-    (declines when a required field has none); anything else declines."""
+def unattended_asker(mode: str, command: str = "ask") -> Asker:
+    """An ``Asker`` for a run nobody watches (``silica COMMAND``: ``ask``, ``tools run``):
+    ``"defaults"`` accepts the form's defaults (declines when a required field has none);
+    anything else declines."""
 
     async def answer(request: Elicitation) -> Answer:
         values = defaults(request) if mode == "defaults" else None
@@ -188,8 +189,9 @@ def unattended_asker(mode: str) -> Asker:
             said = reason
             result = Answer("decline", reason=reason)
         else:
-            reason = ("declined: silica ask asks nobody (--yes, or [mcp] elicitation = "
-                      "\"defaults\", accepts a form's defaults)")
+            how = "--yes, or " if command == "ask" else ""
+            reason = (f"declined: silica {command} asks nobody ({how}[mcp] elicitation = "
+                      "\"defaults\" accepts a form's defaults)")
             said = reason
             result = Answer("decline", reason=reason)
         err.print(Text.assemble(("  ! ", "yellow"), plain(request.source, "bold"),

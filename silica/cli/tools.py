@@ -266,6 +266,10 @@ def run(
         fail("--input must be a JSON object like '{\"x\": 1}'", 2)
     box = toolbox(provider)  # None: the configured provider, as ask
     _get(name, box)
+    from silica.cli.elicit import unattended_asker
+
+    # nobody is asked here: [mcp] elicitation says whether a form's defaults are taken
+    box.elicit = unattended_asker(box.settings.mcp.elicitation, "tools run")
     result = box.call(name, arguments)
     if json_:
         print_json(result.to_anthropic())
