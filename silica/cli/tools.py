@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -25,6 +26,7 @@ from silica.cli.output import (
     warn,
 )
 from silica.config import Settings
+from silica.elicitation import Answer, Elicitation
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
 from silica.security.text import safe_text
 from silica.tools.discovery import Discovery
@@ -266,10 +268,8 @@ def run(
         fail("--input must be a JSON object like '{\"x\": 1}'", 2)
     box = toolbox(provider)  # None: the configured provider, as ask
     _get(name, box)
-    from silica.cli.elicit import unattended_asker
-
     # nobody is asked here: [mcp] elicitation says whether a form's defaults are taken
-    box.elicit = unattended_asker(box.settings.mcp.elicitation, "tools run")
+    box.elicit = functools.partial(_unattended, box.settings.mcp.elicitation)
     result = box.call(name, arguments)
     if json_:
         print_json(result.to_anthropic())
@@ -337,3 +337,11 @@ def _get(name: str, box: Toolbox | None = None) -> Tool:
     with spec_progress() as update:
         box.discover(progress=update)
     return box.get(name)
+
+
+async def _unattended(mode: str, request: Elicitation) -> Answer:
+    """``tools run``'s answer to a request for input; the form's code is imported only
+    when a tool asks (a run that asks nothing loads nothing of MCP)."""
+    from silica.cli.elicit import unattended_asker
+
+    return await unattended_asker(mode, "tools run")(request)
