@@ -385,9 +385,13 @@ def check_answer(elicitation: Elicitation, content: Any) -> dict[str, Any]:
 def defaults(elicitation: Elicitation) -> dict[str, Any] | None:
     """The schema's defaults as an answer (``{}`` when no field has one and none is
     required); ``None`` if a required field has no default, so nothing can be accepted on
-    the person's behalf."""
+    the person's behalf. The answer is what ``check_answer`` makes of the defaults, as a
+    person's would be: an optional field whose default is empty is left out."""
     properties: dict[str, Any] = elicitation.schema.get("properties", {})
     values = {name: prop["default"] for name, prop in properties.items() if "default" in prop}
     if any(name not in values for name in elicitation.schema.get("required", [])):
         return None
-    return values
+    try:
+        return check_answer(elicitation, values)
+    except ElicitationError:  # a default that breaks its own field: nothing to accept
+        return None
