@@ -240,11 +240,11 @@ def test_an_answer_that_does_not_fit_is_declined_and_a_slow_one_times_out(tmp_pa
         return first, second, third
 
     first, second, third = asyncio.run(calls())
-    assert asked and asked[0].source == "asker"
-    assert logged(tmp_path / "log") == ["decline", "decline"]
     assert "the answer did not fit the form ('n' must be a whole number)" in first.text
     assert "no answer within 1 s" in second.text
     assert third.text == "pong"
+    assert asked and asked[0].source == "asker"
+    assert logged(tmp_path / "log") == ["decline", "decline"]
 
 
 # -- chat, in a pseudo-terminal ---------------------------------------------------------------

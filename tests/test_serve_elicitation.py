@@ -456,6 +456,18 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
+def session_in_hash(page: Page) -> str:
+    """The session the page opened, once its address names one. Polled from here: a
+    predicate polled inside the page would be evaluated as a string, which the page's
+    content security policy forbids."""
+    for _ in range(300):
+        sid = page.evaluate("location.hash.slice(1)")
+        if sid:
+            return sid
+        page.wait_for_timeout(100)
+    raise AssertionError("the page never named its new session in its address")
+
+
 def tab(browser: Browser, daemon) -> tuple[Page, list[str]]:
     context = browser.new_context(base_url=daemon.url)
     page = context.new_page()
@@ -472,8 +484,7 @@ def test_the_page_shows_a_form_and_the_tool_gets_what_the_browser_typed(browser,
     model.script.clear()
     model.add(tool_call("probe", {"message": "Who is <b>there</b>?"}), text("Thanks, Ada."))
     page.get_by_role("button", name="New session").click()
-    page.wait_for_function("location.hash.length > 1")
-    sid = page.evaluate("location.hash.slice(1)")
+    sid = session_in_hash(page)
     assert sid
     second.goto(f"/#{sid}")
     page.get_by_role("textbox", name="Message").fill("ask me")
@@ -540,8 +551,7 @@ def test_a_reloaded_page_shows_an_open_request_as_a_form_that_still_answers(brow
     model.script.clear()
     model.add(tool_call("probe", {"message": "Still there?"}), text("Declined, fine."))
     page.get_by_role("button", name="New session").click()
-    page.wait_for_function("location.hash.length > 1")
-    sid = page.evaluate("location.hash.slice(1)")
+    sid = session_in_hash(page)
     page.get_by_role("textbox", name="Message").fill("ask me")
     page.get_by_role("button", name="Send", exact=True).click()
     expect(page.locator("form.elicitation .message")).to_have_text("Still there?")
