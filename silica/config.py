@@ -77,6 +77,12 @@
     url = "http://127.0.0.1:9000/mcp"
     headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }   # ${VAR}: from the environment
     enabled = false                 # not started, not listed
+    [mcp.servers.tracker]           # a server behind OAuth 2.1: `silica mcp login tracker`
+    url = "https://mcp.example.com/mcp"
+    [mcp.servers.tracker.oauth]     # optional: without it silica registers itself
+    client_id = "silica-at-acme"    # a client registered beforehand (client_secret = "${VAR}")
+    scopes = ["issues:read"]        # default: what the server asks for
+    approve = "browser"             # "direct": follow the authorization redirect, no browser
 
 Environment: ``SILICA_PROVIDER``, ``SILICA_MODEL``, ``SILICA_VISION`` (true/false),
 ``SILICA_MAX_TURNS``. A bad file or value raises ``ConfigError`` naming the key and the
@@ -237,6 +243,29 @@ class StoreSettings(_Section):
     keep_days: int = Field(default=30, ge=1, le=36500)
 
 
+class McpOAuthSettings(_Section):
+    """How silica logs in to an HTTP MCP server with OAuth 2.1 (``silica.mcp.oauth``);
+    every key optional. ``client_id`` (with ``client_secret``, ``${VAR}`` allowed) names a
+    client registered with the authorization server beforehand; else ``client_metadata_url``
+    (an HTTPS client ID metadata document) is the client's id where the server supports it;
+    else silica registers itself. ``scopes`` asks for these scopes instead of the server's.
+    ``approve``: ``"browser"`` (``silica mcp login`` opens the authorization page) or
+    ``"direct"`` (the page is fetched and its redirect followed without a browser, for an
+    authorization server that approves at once; any command may then log in)."""
+
+    client_id: str | None = Field(default=None, min_length=1)
+    client_secret: str | None = Field(default=None, min_length=1)
+    scopes: list[str] = Field(default_factory=list)
+    client_metadata_url: str | None = Field(default=None, pattern=r"^https://")
+    approve: Literal["browser", "direct"] = "browser"
+
+    @model_validator(mode="after")
+    def _secret_needs_id(self) -> McpOAuthSettings:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError('"client_secret" goes with a "client_id"')
+        return self
+
+
 class McpServerSettings(_Section):
     """One MCP server: ``command`` (with ``args``, ``env`` and ``cwd``) runs it over stdio,
     ``url`` reaches it over HTTP (``headers`` sent with every request; ``${VAR}`` in a value
@@ -254,6 +283,9 @@ class McpServerSettings(_Section):
     A stdio server runs in the sandbox like a tool (``silica.security.sandbox``), its start
     folder writable: ``network`` lists the hosts it may reach (``["*"]``: all; default none)
     and ``write`` the folders in your home it may write besides.
+
+    ``oauth`` (``McpOAuthSettings``) sets how an HTTP server's OAuth login goes; a server
+    that answers 401 with OAuth metadata is logged in to even without it.
     """
 
     command: str | None = Field(default=None, min_length=1)
@@ -268,6 +300,7 @@ class McpServerSettings(_Section):
     enabled: bool = True
     network: list[str] = Field(default_factory=list)
     write: list[str] = Field(default_factory=list)
+    oauth: McpOAuthSettings | None = None
 
     @field_validator("network")
     @classmethod
@@ -288,6 +321,8 @@ class McpServerSettings(_Section):
                              "(streamable HTTP or SSE), not both or neither")
         if self.url is not None and (self.args or self.env or self.cwd is not None):
             raise ValueError('"args", "env" and "cwd" go with "command", not with "url"')
+        if self.command is not None and self.oauth is not None:
+            raise ValueError('"oauth" goes with "url" (HTTP), not with "command"')
         if self.command is not None and self.headers:
             raise ValueError('"headers" go with "url" (HTTP), not with "command"; '
                              'give a stdio server its secrets in "env"')

@@ -1,4 +1,4 @@
-"""``silica mcp ...``: serve the user's tools to any MCP host."""
+"""``silica mcp ...``: serve the user's tools to any MCP host; log in to remote servers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cyclopts import App, Parameter
 
 from silica.cli.output import SafeLogFormatter, fail
 
-app = App(name="mcp", help="Serve your tools to MCP hosts.")
+app = App(name="mcp", help="Serve your tools to MCP hosts; log in to remote MCP servers.")
 
 
 TOKEN_VAR = "SILICA_MCP_TOKEN"
@@ -81,3 +81,82 @@ def _token(token_file: str | None, no_token: bool) -> str | None:
             f"\"Bearer {token}\"}}). This token is new each start: for a fixed one, use "
             f"--token-file PATH or ${TOKEN_VAR}.", console=err)
     return choice.token
+
+
+def _remote(name: str):
+    """The HTTP server ``name`` from config.toml, or the error that says what to do."""
+    from silica.cli.tools import user_settings
+
+    servers = user_settings().mcp.servers
+    server = servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(servers)) or "none"
+        fail(f"no MCP server named {name!r} in config.toml (servers: {known})", 2)
+    if not server.url:
+        fail(f"the MCP server {name!r} runs as a command, and logs in to nothing; login is "
+             "for servers reached by url", 2)
+    return server
+
+
+@app.command
+def login(name: str, *, no_browser: Annotated[bool, Parameter(negative="")] = False,
+          timeout: float = 300.0):
+    """Log in to the remote MCP server NAME with OAuth: approve in a browser, and silica
+    keeps the tokens (file mode 0600 under the silica home), refreshing them as they expire.
+
+    Parameters
+    ----------
+    name
+        The server's name under [mcp.servers] in config.toml.
+    no_browser
+        Print the URL to open instead of opening a browser (also the default when there is
+        no display); silica waits for the browser's redirect back to 127.0.0.1.
+    timeout
+        Seconds to wait for the approval.
+    """
+    from silica.cli.output import err, say
+    from silica.mcp import oauth
+    from silica.mcp.client import McpServerError
+
+    server = _remote(name)
+    if not timeout > 0:
+        fail("--timeout must be more than 0", 2)
+    show = lambda text: say(text, console=err)  # noqa: E731
+
+    async def run() -> bool:
+        settings = server.oauth
+        if settings is not None and settings.approve == "direct":
+            return await oauth.login(name, server, oauth.Direct(name), timeout)
+        browser = not no_browser and not oauth.headless()
+        async with oauth.Loopback(name, browser, show, timeout) as approval:
+            return await oauth.login(name, server, approval, timeout)
+
+    try:
+        done = asyncio.run(run())
+    except McpServerError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"login to {name!r} interrupted; nothing was saved", 130)
+    if not done:
+        say(f"the MCP server {name!r} did not ask for a login; nothing to save", console=err)
+        return
+    say(f"logged in to the MCP server {name!r}")
+
+
+@app.command
+def logout(name: str):
+    """Forget the login to the remote MCP server NAME (its tokens are deleted).
+
+    Parameters
+    ----------
+    name
+        The server's name under [mcp.servers] in config.toml.
+    """
+    from silica.cli.output import say
+    from silica.mcp import oauth
+
+    server = _remote(name)
+    if oauth.logout(name, server):
+        say(f"logged out of the MCP server {name!r}: its tokens are deleted")
+    else:
+        say(f"not logged in to the MCP server {name!r}: nothing to delete")

@@ -79,30 +79,39 @@ class StderrTail:
             return bytes(self._kept[-self._keep:]).decode("utf-8", "replace")
 
 
+def expand_value(name: str, where: str, value: str,
+                 environ: Mapping[str, str] | None = None) -> str:
+    """``value`` with every ``${VAR}`` replaced by the environment's value; a variable that
+    is not set raises ``McpServerError`` naming it and ``where`` it was (e.g. "its header
+    'Authorization'")."""
+    environ = os.environ if environ is None else environ
+    missing = [v for v in _VARIABLE.findall(value) if v not in environ]
+    if missing:
+        raise McpServerError(
+            f"the MCP server {name!r} needs the environment variable {missing[0]} "
+            f"(in {where}); set it, or change it in config.toml")
+    return _VARIABLE.sub(lambda m: environ[m.group(1)], value)
+
+
 def expand_headers(name: str, headers: Mapping[str, str],
                    environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``headers`` with every ``${VAR}`` replaced by the environment's value; a variable
     that is not set raises ``McpServerError`` naming it and the header."""
-    environ = os.environ if environ is None else environ
-    done: dict[str, str] = {}
-    for key, value in headers.items():
-        missing = [v for v in _VARIABLE.findall(value) if v not in environ]
-        if missing:
-            raise McpServerError(
-                f"the MCP server {name!r} needs the environment variable {missing[0]} "
-                f"(in its header {key!r}); set it, or change headers in config.toml")
-        done[key] = _VARIABLE.sub(lambda m: environ[m.group(1)], value)
-    return done
+    return {key: expand_value(name, f"its header {key!r}", value, environ)
+            for key, value in headers.items()}
 
 
 def transport(name: str, server: McpServerSettings, stderr: TextIO | None,
-              start: ServerStart | None = None, sandbox: SandboxPolicy | None = None):
+              start: ServerStart | None = None, sandbox: SandboxPolicy | None = None,
+              approval: Any = None):
     """The SDK transport (an async context manager of the two streams) for ``server``; a
     stdio server runs ``start.command`` in ``start.cwd`` (``silica.security.server_start``
     decides both; every stdio server silica starts is given one), confined by ``sandbox``
-    (``silica.security.sandbox``) with its start folder writable."""
+    (``silica.security.sandbox``) with its start folder writable. An HTTP server logs in
+    with OAuth when it asks (``silica.mcp.oauth``; ``approval``: how a person approves,
+    default as its config says)."""
     if server.url:
-        return _http(name, server)
+        return _http(name, server, approval)
     if start is None:
         raise ValueError("a stdio MCP server needs its ServerStart")
     return _stdio(name, server, stderr, start, sandbox)
@@ -143,22 +152,29 @@ async def _stdio(name: str, server: McpServerSettings, stderr: TextIO | None,
 
 
 @contextlib.asynccontextmanager
-async def _http(name: str, server: McpServerSettings) -> AsyncIterator[Any]:
+async def _http(name: str, server: McpServerSettings, approval: Any) -> AsyncIterator[Any]:
+    from silica.mcp import oauth
+
     headers = expand_headers(name, server.headers)  # at connect time: tokens stay out of files
     url = server.url or ""
+    # OAuth answers a 401; a server given its own Authorization header is left to it
+    given = any(key.lower() == "authorization" for key in headers)
+    login = oauth.auth(name, server, approval) if server.oauth or not given else None
     if server.kind == "sse":
         from mcp.client.sse import sse_client
 
-        async with sse_client(url, headers=headers or None) as streams:
+        async with sse_client(url, headers=headers or None, auth=login) as streams:
             yield streams
         return
     from mcp.client.streamable_http import streamable_http_client
 
     from silica.mcp.bounded import bounded_http_client
 
-    async with bounded_http_client(headers or None) as http, \
-            streamable_http_client(url, http_client=http) as streams:
-        yield streams
+    async with bounded_http_client(headers or None) as http:
+        if login is not None:
+            http.auth = login
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
 
 
 def _toml_key(name: str) -> str:
@@ -190,6 +206,8 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
         stderr = ""  # its one line is said above
     if isinstance(leaf, McpServerError):  # already says what to do
         return str(leaf)
+    if server.url and (said := _oauth_explain(leaf, name)):
+        return said
     if isinstance(leaf, TimeoutError):  # before OSError, of which it is a kind
         step = what if started else "starting up"
         message = f"the {where} did not answer within {timeout:g} s ({step})"
@@ -222,6 +240,12 @@ def explain(exc: BaseException, name: str, server: McpServerSettings, timeout: f
     if stderr:
         message += f"; its stderr ends:\n{stderr}"
     return message
+
+
+def _oauth_explain(exc: BaseException, name: str) -> str | None:
+    from silica.mcp import oauth
+
+    return oauth.explain(exc, name)
 
 
 def lost(exc: BaseException) -> bool:
