@@ -154,6 +154,10 @@ class Toolbox:
                      if t.status is ToolStatus.UNTRUSTED and t.path.stem == name]
         if untrusted:
             raise ToolNotFound(f"{name} cannot run: {untrusted[0].reason}")
+        failed = [t for t in found.builtins if t.status is ToolStatus.ERROR
+                  and t.name.endswith("__*") and name.startswith(t.name[:-1])]
+        if failed:  # an MCP server that could not be listed says why
+            raise ToolNotFound(f"{name} cannot run: {failed[0].reason}")
         near = difflib.get_close_matches(name, list(tools), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else \
             "; run 'silica tools list' to see the tools"
