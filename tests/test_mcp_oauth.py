@@ -308,3 +308,27 @@ def test_a_callback_with_an_error_is_always_a_refusal(error, code):
 
     with pytest.raises(LoginFailed, match="refused the login"):
         callback_result("s", urlencode({"error": error, "code": code}))
+
+
+def test_a_pre_registered_client_sends_its_secret_from_the_environment(home, start_server,
+                                                                       monkeypatch):
+    server = start_server("--client", "pre:s3cret-from-env")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[sandbox]\nmode = "off"\n[mcp.servers.remote]\nurl = "{server.url}"\n'
+        '[mcp.servers.remote.oauth]\napprove = "direct"\nclient_id = "pre"\n'
+        'client_secret = "${SILICA_TEST_SECRET}"\n')
+    monkeypatch.setenv("SILICA_TEST_SECRET", "s3cret-from-env")
+
+    run = silica("tools", "run", "remote__whoami")
+
+    assert run.returncode == 0 and "hello from the protected server" in run.stdout, run.stderr
+    events = server.events()
+    assert "register" not in events and "token authorization_code" in events
+    assert not [e for e in events if e.startswith("refused")], events
+    assert all("s3cret-from-env" not in p.read_text() for p in token_files(home))
+    monkeypatch.delenv("SILICA_TEST_SECRET")
+    for path in token_files(home):
+        path.unlink()
+    unset = silica("tools", "run", "remote__whoami")
+    assert "needs the environment variable SILICA_TEST_SECRET" in unset.stderr

@@ -79,17 +79,17 @@ class StderrTail:
             return bytes(self._kept[-self._keep:]).decode("utf-8", "replace")
 
 
-def expand_value(name: str, where: str, value: str,
+def expand_value(name: str, where: str, key: str, value: str,
                  environ: Mapping[str, str] | None = None) -> str:
     """``value`` with every ``${VAR}`` replaced by the environment's value; a variable that
-    is not set raises ``McpServerError`` naming it and ``where`` it was (e.g. "its header
-    'Authorization'")."""
+    is not set raises ``McpServerError`` naming it, ``where`` it was (e.g. "its header
+    'Authorization'") and the config ``key`` to change."""
     environ = os.environ if environ is None else environ
     missing = [v for v in _VARIABLE.findall(value) if v not in environ]
     if missing:
         raise McpServerError(
             f"the MCP server {name!r} needs the environment variable {missing[0]} "
-            f"(in {where}); set it, or change it in config.toml")
+            f"(in {where}); set it, or change {key} in config.toml")
     return _VARIABLE.sub(lambda m: environ[m.group(1)], value)
 
 
@@ -97,7 +97,7 @@ def expand_headers(name: str, headers: Mapping[str, str],
                    environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``headers`` with every ``${VAR}`` replaced by the environment's value; a variable
     that is not set raises ``McpServerError`` naming it and the header."""
-    return {key: expand_value(name, f"its header {key!r}", value, environ)
+    return {key: expand_value(name, f"its header {key!r}", "headers", value, environ)
             for key, value in headers.items()}
 
 

@@ -253,7 +253,8 @@ def auth(name: str, server: McpServerSettings, approval: Approval | None = None)
         grant_types=["authorization_code", "refresh_token"], response_types=["code"],
         scope=" ".join(settings.scopes) if settings and settings.scopes else None)
     client_id = settings.client_id if settings else None
-    secret = (expand_value(name, "oauth client_secret", settings.client_secret)
+    secret = (expand_value(name, "its oauth client_secret", "oauth.client_secret",
+                           settings.client_secret)
               if settings and settings.client_secret else None)
 
     class Provider(OAuthClientProvider):
