@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -332,3 +333,23 @@ def test_a_pre_registered_client_sends_its_secret_from_the_environment(home, sta
         path.unlink()
     unset = silica("tools", "run", "remote__whoami")
     assert "needs the environment variable SILICA_TEST_SECRET" in unset.stderr
+
+
+def test_ctrl_c_while_login_waits_ends_it_cleanly(home, start_server):
+    server = start_server()
+    configure(home, {"remote": (server.url, "browser")})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "silica", "mcp", "login", "remote", "--no-browser"],
+        stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("Waiting for the redirect"):
+            break
+
+    process.send_signal(signal.SIGINT)
+
+    rest = process.stderr.read()
+    assert process.wait(WAIT) == 130
+    assert "login to 'remote' interrupted; no token was saved" in rest
+    assert "Traceback" not in rest and stored_tokens(home) == []

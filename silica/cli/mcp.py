@@ -136,7 +136,7 @@ def login(name: str, *, no_browser: Annotated[bool, Parameter(negative="")] = Fa
     except McpServerError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        fail(f"login to {name!r} interrupted; nothing was saved", 130)
+        fail(f"login to {name!r} interrupted; no token was saved", 130)
     if not done:
         say(f"the MCP server {name!r} did not ask for a login; nothing to save", console=err)
         return

@@ -205,13 +205,13 @@ class Loopback(Approval):
 
     async def result(self) -> Any:
         assert self._got is not None, "Loopback is used inside async with"
-        try:
-            query = await asyncio.wait_for(asyncio.shield(self._got), self.timeout)
-        except TimeoutError:
+        # asyncio.wait, not wait_for: a Ctrl-C (a cancel) must stay a cancel, never a timeout
+        await asyncio.wait({self._got}, timeout=self.timeout)
+        if not self._got.done():
             raise LoginFailed(f"no login to the MCP server {self.name!r} within "
                               f"{self.timeout:g} s; run silica mcp login {self.name} to try "
-                              "again") from None
-        return callback_result(self.name, query)
+                              "again")
+        return callback_result(self.name, self._got.result())
 
 
 def headless() -> bool:
