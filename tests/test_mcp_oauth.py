@@ -353,3 +353,20 @@ def test_ctrl_c_while_login_waits_ends_it_cleanly(home, start_server):
     assert process.wait(WAIT) == 130
     assert "login to 'remote' interrupted; no token was saved" in rest
     assert "Traceback" not in rest and stored_tokens(home) == []
+
+
+def test_ask_with_a_server_that_needs_a_login_says_so_and_does_not_wait(home, start_server,
+                                                                         project):
+    from wire import anthropic_server, text, tool_call
+
+    server = start_server()
+    configure(home, {"remote": (server.url, None)})
+    script = [tool_call("remote__whoami", {}), text("It could not.")]
+    with anthropic_server(script) as srv:
+        done = subprocess.run([sys.executable, "-m", "silica", "ask", "who am i"],
+                              capture_output=True, text=True, cwd=project,
+                              env={**os.environ, **srv.env}, timeout=WAIT)
+
+    assert "run silica mcp login remote" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert [e for e in server.events() if e.startswith("mcp")] == []
