@@ -63,6 +63,7 @@ from silica.mcp import serve_log
 from silica.mcp.catalog import Catalog
 from silica.mcp.served import served_result, served_tool
 from silica.mcp.talkback import Rounds, TalkBack
+from silica.mcp.transport import RETRY_MS, MemoryEventStore, call_stream
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
@@ -269,7 +270,8 @@ class ToolServer:
         rounds = Rounds(raw.get("requestState"), raw.get("inputResponses")) \
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else None
         try:
-            with self.talk.calling(ctx, rounds) as attached:  # the call's task inherits it
+            with call_stream(ctx.close_sse_stream), \
+                    self.talk.calling(ctx, rounds) as attached:  # the call's task inherits both
                 work = self._acall(params.name, params.arguments, reporter)
                 if rounds is None:
                     result = await to_the_end(work)
@@ -441,13 +443,16 @@ async def serve_http(toolbox: Toolbox, host: str, port: int, token: str | None =
 
     Port 0 takes a free port; the address served is logged (stderr) either way. With a
     ``token``, every request needs ``Authorization: Bearer TOKEN`` (else 401). On a loopback
-    host, requests naming another host or origin are refused (DNS rebinding).
+    host, requests naming another host or origin are refused (DNS rebinding). SSE streams
+    can be resumed with ``Last-Event-ID`` (``silica.mcp.transport``).
     ``SilicaError`` if the address cannot be listened on.
     """
     import uvicorn
 
     tools = ToolServer(toolbox)
-    app: Any = tools.server.streamable_http_app(host=host)  # an ASGI app
+    # An ASGI app; its SSE streams are resumable (silica.mcp.transport).
+    app: Any = tools.server.streamable_http_app(host=host, event_store=MemoryEventStore(),
+                                                retry_interval=RETRY_MS)
     if token:
         app = BearerGuard(app, token)
     try:
