@@ -91,6 +91,7 @@ ensure_harness() {
 
 SERVER_PID=
 HARNESS_PID=
+TAIL_PID=
 LOG=$(mktemp -d "${TMPDIR:-/tmp}/silica-conformance.XXXXXX")
 
 # Stop a process group: TERM, up to 15 s to go, then KILL.
@@ -107,6 +108,7 @@ stop_group() {
 
 cleanup() {
     [ -n "$HARNESS_PID" ] && stop_group "$HARNESS_PID"
+    [ -n "$TAIL_PID" ] && kill "$TAIL_PID" 2>/dev/null
     [ -n "$SERVER_PID" ] && stop_group "$SERVER_PID"
     rm -rf "$LOG"
 }
@@ -154,10 +156,15 @@ args+=(--requirements "$REVISION")
 timeout --kill-after=30 "$RUN_TIMEOUT" "${HARNESS[@]}" "${args[@]}" \
     >"$LOG/harness.log" 2>&1 </dev/null &
 HARNESS_PID=$!
-tail -n +1 -f --pid="$HARNESS_PID" "$LOG/harness.log"  # shown as it comes, all of it
+# Shown as it comes, all of it. In the background: a signal to this script is handled at
+# once (bash runs a trap only when the foreground command ends; `wait` ends at a signal).
+tail -n +1 -f --pid="$HARNESS_PID" "$LOG/harness.log" &
+TAIL_PID=$!
 wait "$HARNESS_PID"
 status=$?
 HARNESS_PID=
+wait "$TAIL_PID"
+TAIL_PID=
 [ "$status" = 124 ] && echo "run.sh: the run took longer than $RUN_TIMEOUT s and was stopped" >&2
 total=$(grep -a '^Total: ' "$LOG/harness.log" | tail -n 1)
 if [ -n "$total" ]; then

@@ -1,0 +1,214 @@
+"""``silica mcp serve --http`` at the protocol level, and the conformance runner around it.
+
+The server is the real daemon with the conformance fixtures (``tests/conformance/
+serve_fixtures.py``), driven by raw HTTP; the runner is ``tests/conformance/run.sh`` with a
+stand-in harness (the real one runs in CI, not here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "tests" / "conformance" / "run.sh"
+SERVE = ROOT / "tests" / "conformance" / "serve_fixtures.py"
+TIMEOUT = 60
+
+
+@contextlib.contextmanager
+def fixture_server(tmp_path: Path) -> Iterator[str]:
+    """The fixture daemon on a free port, without a token: its URL."""
+    err = tmp_path / "serve.err"
+    with open(err, "w", encoding="utf-8") as errfile:
+        proc = subprocess.Popen([sys.executable, str(SERVE), "--http", "--no-token",
+                                 "--port", "0"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errfile)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < deadline, "the server never said where it listens"
+            time.sleep(0.1)
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict]:
+    """The events of an SSE response as dicts of their fields (``data`` joined)."""
+    event: dict = {}
+    for line in response.iter_lines():
+        if not line:
+            if event:
+                yield event
+            event = {}
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        event[name] = event[name] + "\n" + value if name == "data" and name in event else value
+    if event:
+        yield event
+
+
+def answer_in(events: list[dict], request_id: int) -> dict | None:
+    for event in events:
+        if event.get("data"):
+            message = json.loads(event["data"])
+            if message.get("id") == request_id and "result" in message:
+                return message["result"]
+    return None
+
+
+VERSION = "2025-11-25"
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def initialized(client: httpx.Client, url: str) -> dict[str, str]:
+    """An initialized session at ``VERSION``: the headers every later request carries."""
+    reply = client.post(url, headers=ACCEPT, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": VERSION, "capabilities": {},
+                   "clientInfo": {"name": "resuming-host", "version": "1"}}})
+    assert reply.status_code == 200, reply.text
+    headers = {"mcp-session-id": reply.headers["mcp-session-id"],
+               "mcp-protocol-version": VERSION}
+    done = client.post(url, headers={**ACCEPT, **headers},
+                       json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202, done.text
+    return headers
+
+
+def test_a_call_whose_stream_closes_mid_call_is_answered_when_the_client_resumes(tmp_path):
+    with fixture_server(tmp_path) as url, httpx.Client(timeout=TIMEOUT) as client:
+        session = initialized(client, url)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "test_reconnection", "arguments": {}}}
+        with client.stream("POST", url, headers={**ACCEPT, **session}, json=call) as reply:
+            assert reply.headers["content-type"].startswith("text/event-stream")
+            first = list(sse_events(reply))
+        # The stream opens with a priming event (an id to resume from, no data, a retry) and
+        # closes before the answer.
+        assert first and first[0].get("id") and first[0].get("data", "") == ""
+        assert int(first[0]["retry"]) > 0
+        assert answer_in(first, 2) is None
+        resume = {**session, "Accept": "text/event-stream", "Last-Event-ID": first[-1]["id"]}
+        with client.stream("GET", url, headers=resume) as reply:
+            assert reply.status_code == 200
+            later: list[dict] = []
+            for event in sse_events(reply):
+                later.append(event)
+                if answer_in(later, 2) is not None:
+                    break
+        result = answer_in(later, 2)
+        assert result is not None and not result.get("isError")
+        assert result["content"][0]["text"] == "Reconnection test completed"
+
+
+# -- the runner ------------------------------------------------------------------------------
+
+
+def run_sh(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(["bash", str(RUN), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHON": sys.executable, **(env or {})},
+                            **kwargs)
+
+
+@pytest.mark.parametrize("args", [("bogus", "2025-11-25"), ("server", "2024-01-01"),
+                                  ("server",), ("client", "2026-07-28", "extra")])
+def test_the_runner_with_a_wrong_side_or_revision_prints_its_usage(args):
+    proc = run_sh(*args)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 2
+    assert err.strip() == ("usage: tests/conformance/run.sh {server|client} "
+                           "{2025-11-25|2026-07-28}")
+    assert out == ""
+
+
+# A stand-in for the harness: checks the server answers, says so, then fails or hangs.
+HARNESS = '''
+import sys, time, httpx2 as httpx
+url = sys.argv[sys.argv.index("--url") + 1]
+reply = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                   headers={"Accept": "application/json, text/event-stream"})
+print("the server answered HTTP", flush=True)
+if sys.argv[1] == "hang":
+    print("hanging", flush=True)
+    time.sleep(600)
+print("Total: 3 passed, 1 failed")
+print("Unexpected failures detected")
+sys.exit(1)
+'''
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def started(out: str) -> tuple[int, int]:
+    """The port and pid of the server the runner said it started."""
+    found = re.search(r"at http://127\.0\.0\.1:(\d+)/mcp \(pid (\d+)\)", out)
+    assert found, out
+    return int(found.group(1)), int(found.group(2))
+
+
+def test_the_server_is_gone_after_a_run_the_harness_fails(tmp_path):
+    harness = tmp_path / "harness.py"
+    harness.write_text(HARNESS)
+    proc = run_sh("server", "2025-11-25",
+                  env={"CONFORMANCE_HARNESS": f"{sys.executable} {harness} fail"})
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert "the server answered HTTP" in out
+    assert out.rstrip().splitlines()[-1] == "Total: 3 passed, 1 failed"
+    port, pid = started(out)
+    assert process_gone(pid) and not port_open(port)
+
+
+def test_the_server_is_gone_when_the_run_is_stopped(tmp_path):
+    harness = tmp_path / "harness.py"
+    harness.write_text(HARNESS)
+    proc = run_sh("server", "2026-07-28",
+                  env={"CONFORMANCE_HARNESS": f"{sys.executable} {harness} hang"})
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + 120
+    while "hanging" not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    seen += out
+    assert proc.returncode != 0
+    port, pid = started(seen)
+    assert process_gone(pid) and not port_open(port)
+    assert not re.search(rf"\b{re.escape(str(tmp_path / 'harness.py'))}\b",
+                         subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                        text=True).stdout)  # the harness is gone too
