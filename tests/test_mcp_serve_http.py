@@ -7,6 +7,7 @@ stand-in harness (the real one runs in CI, not here).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -21,6 +22,12 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from mcp.server.streamable_http import EventMessage
+from mcp.types import JSONRPCNotification
+
+from silica.mcp.transport import MemoryEventStore
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "conformance" / "run.sh"
@@ -122,6 +129,27 @@ def test_a_call_whose_stream_closes_mid_call_is_answered_when_the_client_resumes
         assert result["content"][0]["text"] == "Reconnection test completed"
 
 
+def test_a_session_cannot_resume_another_sessions_stream(tmp_path):
+    """The SDK names a stream by its request id, which two clients share."""
+    with fixture_server(tmp_path) as url, httpx.Client(timeout=TIMEOUT) as client:
+        first, second = initialized(client, url), initialized(client, url)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "test_header_param", "arguments": {"region": "first's"}}}
+        with client.stream("POST", url, json=call, headers={
+                **ACCEPT, **first, "Mcp-Method": "tools/call", "Mcp-Name": "test_header_param",
+                "Mcp-Param-Region": "first's"}) as reply:
+            events = list(sse_events(reply))
+        answer = answer_in(events, 2)
+        assert answer is not None and "first's" in answer["content"][0]["text"]
+        replayed: list[dict] = []
+        resume = {**second, "Accept": "text/event-stream", "Last-Event-ID": events[0]["id"]}
+        with contextlib.suppress(httpx.ReadTimeout), client.stream(
+                "GET", url, headers=resume, timeout=httpx.Timeout(TIMEOUT, read=3)) as reply:
+            for event in sse_events(reply):
+                replayed.append(event)
+        assert "first's" not in json.dumps(replayed)
+
+
 # -- the runner ------------------------------------------------------------------------------
 
 
@@ -212,3 +240,72 @@ def test_the_server_is_gone_when_the_run_is_stopped(tmp_path):
     assert not re.search(rf"\b{re.escape(str(tmp_path / 'harness.py'))}\b",
                          subprocess.run(["ps", "-eo", "args"], capture_output=True,
                                         text=True).stdout)  # the harness is gone too
+
+
+# -- the event store -------------------------------------------------------------------------
+
+streams = st.sampled_from(["1", "2", "_GET_stream", "a/b"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(stored=st.lists(st.tuples(streams, st.booleans()), max_size=40),
+       pick=st.integers(min_value=0, max_value=60), per_stream=st.integers(1, 8))
+def test_a_replay_gives_exactly_the_events_of_its_stream_after_the_id(stored, pick,
+                                                                       per_stream):
+    store = MemoryEventStore(per_stream=per_stream)
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    async def act():
+        ids = []
+        for n, (stream, priming) in enumerate(stored):
+            message = None if priming else JSONRPCNotification(
+                jsonrpc="2.0", method="n", params={"n": n})
+            ids.append((stream, await store.store_event(stream, message), message))
+        stream, last, _ = ids[pick % len(ids)]
+        return stream, last, await store.replay_events_after(last, send), ids
+
+    assume(stored)
+    stream, last, replayed, ids = asyncio.run(act())
+    mine = [(eid, m) for s, eid, m in ids if s == stream]
+    after = mine[[eid for eid, _ in mine].index(last) + 1:]
+    if len(after) > per_stream:  # some of what followed was dropped: no replay with a hole
+        assert replayed is None and sent == []
+    else:
+        assert replayed == stream
+        assert [(e.event_id, e.message) for e in sent] == \
+            [(eid, m) for eid, m in after if m is not None]
+
+
+@given(st.text(max_size=30))
+def test_an_event_id_it_did_not_make_replays_nothing(last):
+    store = MemoryEventStore()
+    sent: list[EventMessage] = []
+
+    async def send(event: EventMessage) -> None:
+        sent.append(event)
+
+    async def act():
+        await store.store_event("1", None)
+        return await store.replay_events_after(last, send)
+
+    replayed = asyncio.run(act())
+    if last not in ("1/0", "1/1") and not re.fullmatch(r"1/0*[01]", last):
+        assert replayed is None
+    assert sent == []
+
+
+def test_the_store_keeps_its_bounds():
+    store = MemoryEventStore(per_stream=3, streams=2)
+
+    async def act():
+        for stream in ("a", "b", "c"):
+            for _ in range(5):
+                await store.store_event(stream, None)
+
+    asyncio.run(act())
+    streams = store._streams()
+    assert set(streams) == {"b", "c"}
+    assert all(len(kept) == 3 for _, kept in streams.values())

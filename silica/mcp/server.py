@@ -63,7 +63,7 @@ from silica.mcp import serve_log
 from silica.mcp.catalog import Catalog
 from silica.mcp.served import served_result, served_tool
 from silica.mcp.talkback import Rounds, TalkBack
-from silica.mcp.transport import RETRY_MS, MemoryEventStore, call_stream
+from silica.mcp.transport import RETRY_MS, MemoryEventStore, SessionScope, call_stream
 from silica.security.text import safe_text
 from silica.security.tokens import bearer, token_matches
 from silica.tools.discovery import tool_folders
@@ -453,6 +453,7 @@ async def serve_http(toolbox: Toolbox, host: str, port: int, token: str | None =
     # An ASGI app; its SSE streams are resumable (silica.mcp.transport).
     app: Any = tools.server.streamable_http_app(host=host, event_store=MemoryEventStore(),
                                                 retry_interval=RETRY_MS)
+    app = SessionScope(app)  # each session's streams apart in the event store
     if token:
         app = BearerGuard(app, token)
     try:

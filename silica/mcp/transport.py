@@ -5,8 +5,12 @@ Each SSE stream a response opens starts with a priming event (an event id, empty
 ``retry`` of ``RETRY_MS``), and every event on it is kept in an ``EventStore`` held in
 memory, so a client whose stream broke (or that the server let go while a call runs) comes
 back with ``Last-Event-ID`` and gets what it missed. The store is bounded: at most
-``STREAM_EVENTS`` events per stream and ``STREAMS`` streams; the oldest go first, and a
-client asking to resume from an event that is gone gets nothing replayed.
+``STREAM_EVENTS`` events per stream and ``STREAMS`` streams per session; the oldest go
+first, and a client asking to resume from an event that is gone gets nothing replayed.
+
+The SDK names a stream by its request's JSON-RPC id and shares one store among sessions,
+where two clients' ids collide. ``SessionScope`` (ASGI middleware) marks each request with
+its session, so that each session's streams are kept apart and go with it.
 
 A call's handler may let its client go before it answers (``close_call_stream``); the
 client polls back and gets the answer from the store.
@@ -15,9 +19,11 @@ client polls back and gets the answer from the store.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
+from typing import Any
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.message import CloseSSEStreamCallback
@@ -32,33 +38,84 @@ EventId = str
 Message = JSONRPCMessage | None  # None: a stream's priming event
 
 
+class Session:
+    """One MCP session, as the requests and tasks of that session know it (by identity)."""
+
+
+_NO_SESSION = Session()  # requests that reach the store outside ``SessionScope``
+_session: ContextVar[Session | None] = ContextVar("silica_mcp_session", default=None)
+
+
+class SessionScope:
+    """ASGI middleware: every request runs with its session (``Mcp-Session-Id``) in a context
+    variable, and so do the tasks it starts; a request without one (the session's first)
+    gets a new one, known by the id its response gives."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.sessions: weakref.WeakValueDictionary[str, Session] = \
+            weakref.WeakValueDictionary()  # an entry lives as long as its session's tasks
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        named = dict(scope.get("headers", ())).get(b"mcp-session-id")
+        session = self.sessions.get(named.decode("latin-1")) if named else None
+        if session is None:
+            session = Session()
+
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                given = dict(message.get("headers", ())).get(b"mcp-session-id")
+                if given:
+                    self.sessions[given.decode("latin-1")] = session
+            await send(message)
+
+        token = _session.set(session)
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            _session.reset(token)
+
+
+Streams = OrderedDict[StreamId, tuple[list[int], deque[tuple[int, Message]]]]
+
+
 class MemoryEventStore(EventStore):
-    """The events of the last ``streams`` streams, ``per_stream`` each, in memory. An event
-    id is ``<stream>/<n>``: a stream's own events are replayed in order, nobody else's."""
+    """The events of each session's last ``streams`` streams, ``per_stream`` each, in memory
+    (a session's go when it ends). An event id is ``<stream>/<n>``: a stream's own events are
+    replayed in order, nobody else's."""
 
     def __init__(self, per_stream: int = STREAM_EVENTS, streams: int = STREAMS) -> None:
         self.per_stream, self.streams = per_stream, streams
-        # stream -> (how many events it has had, the last ``per_stream`` of them numbered)
-        self._events: OrderedDict[StreamId, tuple[list[int], deque[tuple[int, Message]]]] = \
-            OrderedDict()
+        self._sessions: weakref.WeakKeyDictionary[Session, Streams] = \
+            weakref.WeakKeyDictionary()
+
+    def _streams(self) -> Streams:
+        """The streams of the session being served: stream -> (how many events it has had,
+        the last ``per_stream`` of them, numbered)."""
+        return self._sessions.setdefault(_session.get() or _NO_SESSION, OrderedDict())
 
     async def store_event(self, stream_id: StreamId, message: Message) -> EventId:
-        if stream_id not in self._events:
-            self._events[stream_id] = ([0], deque(maxlen=self.per_stream))
-            while len(self._events) > self.streams:
-                self._events.popitem(last=False)
-        self._events.move_to_end(stream_id)
-        count, kept = self._events[stream_id]
+        streams = self._streams()
+        if stream_id not in streams:
+            streams[stream_id] = ([0], deque(maxlen=self.per_stream))
+            while len(streams) > self.streams:
+                streams.popitem(last=False)
+        streams.move_to_end(stream_id)
+        count, kept = streams[stream_id]
         count[0] += 1
         kept.append((count[0], message))
         return f"{stream_id}/{count[0]}"
 
     async def replay_events_after(self, last_event_id: EventId,
                                   send_callback: EventCallback) -> StreamId | None:
+        streams = self._streams()
         stream_id, _, number = last_event_id.rpartition("/")
-        if stream_id not in self._events or not number.isdigit():
+        if stream_id not in streams or not number.isdigit():
             return None
-        _, kept = self._events[stream_id]
+        _, kept = streams[stream_id]
         after = int(number)
         if kept and kept[0][0] > after + 1:
             return None  # what came after it is gone: a replay would leave a hole
