@@ -19,7 +19,7 @@
 # CONFORMANCE_RUN_TIMEOUT seconds).
 #
 # Environment: PYTHON (default: python), CONFORMANCE_RUN_TIMEOUT (seconds, default 1200),
-# CONFORMANCE_SCENARIO_TIMEOUT (milliseconds per scenario, default 30000),
+# CONFORMANCE_SCENARIO_TIMEOUT (milliseconds per scenario, default 30000; client 120000),
 # CONFORMANCE_HARNESS (a command run instead of the pinned harness, for the runner's tests).
 set -uo pipefail
 
@@ -38,7 +38,9 @@ ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python}
 NODE_VERSION=22.23.3
 RUN_TIMEOUT=${CONFORMANCE_RUN_TIMEOUT:-1200}
-SCENARIO_TIMEOUT=${CONFORMANCE_SCENARIO_TIMEOUT:-30000}
+# The client side runs its scenarios all at once, each several silica processes: more time.
+if [ "$SIDE" = client ]; then default_timeout=120000; else default_timeout=30000; fi
+SCENARIO_TIMEOUT=${CONFORMANCE_SCENARIO_TIMEOUT:-$default_timeout}
 EXPECTED="$HERE/expected-$REVISION.yaml"
 cd "$ROOT" || exit 1
 
