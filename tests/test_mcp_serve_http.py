@@ -306,6 +306,24 @@ def test_the_store_keeps_its_bounds():
                 await store.store_event(stream, None)
 
     asyncio.run(act())
-    streams = store._streams()
-    assert set(streams) == {"b", "c"}
-    assert all(len(kept) == 3 for _, kept in streams.values())
+    kept = store._kept()
+    assert set(kept.streams) == {"b", "c"}
+    assert all(len(stream.events) == 3 for stream in kept.streams.values())
+
+
+def test_the_store_keeps_to_its_byte_budget():
+    """Big answers (a tool's images) push the oldest streams out, never past the budget."""
+    store = MemoryEventStore(budget=100_000)
+    big = JSONRPCNotification(jsonrpc="2.0", method="n", params={"data": "x" * 30_000})
+
+    async def act():
+        ids = [await store.store_event(str(n), big) for n in range(10)]
+        return ids, await store.replay_events_after(ids[0].replace("/1", "/0"), send)
+
+    async def send(event: EventMessage) -> None:
+        raise AssertionError("a forgotten stream was replayed")
+
+    ids, replayed = asyncio.run(act())
+    kept = store._kept()
+    assert kept.size <= 100_000 and set(kept.streams) == {"7", "8", "9"}
+    assert replayed is None

@@ -5,8 +5,9 @@ Each SSE stream a response opens starts with a priming event (an event id, empty
 ``retry`` of ``RETRY_MS``), and every event on it is kept in an ``EventStore`` held in
 memory, so a client whose stream broke (or that the server let go while a call runs) comes
 back with ``Last-Event-ID`` and gets what it missed. The store is bounded: at most
-``STREAM_EVENTS`` events per stream and ``STREAMS`` streams per session; the oldest go
-first, and a client asking to resume from an event that is gone gets nothing replayed.
+``STREAM_EVENTS`` events per stream, ``STREAMS`` streams and ``SESSION_BYTES`` of JSON per
+session; the oldest go first, and a client asking to resume from an event that is gone
+gets nothing replayed.
 
 The SDK names a stream by its request's JSON-RPC id and shares one store among sessions,
 where two clients' ids collide. ``SessionScope`` (ASGI middleware) marks each request with
@@ -23,6 +24,7 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
@@ -31,7 +33,8 @@ from mcp.types import JSONRPCMessage
 
 RETRY_MS = 1000  # how long a client waits before it comes back for a closed stream
 STREAM_EVENTS = 1000  # events kept per stream
-STREAMS = 1000  # streams kept
+STREAMS = 1000  # streams kept per session
+SESSION_BYTES = 16 * 1024 * 1024  # JSON kept per session, at most
 
 StreamId = str
 EventId = str
@@ -79,47 +82,68 @@ class SessionScope:
             _session.reset(token)
 
 
-Streams = OrderedDict[StreamId, tuple[list[int], deque[tuple[int, Message]]]]
+@dataclass
+class _Stream:
+    count: int = 0  # events it has had
+    events: deque[tuple[int, Message, int]] = field(default_factory=deque)  # n, event, size
+
+
+@dataclass
+class _Kept:
+    """One session's streams, least recently written first, and their events' size."""
+
+    streams: OrderedDict[StreamId, _Stream] = field(default_factory=OrderedDict)
+    size: int = 0
 
 
 class MemoryEventStore(EventStore):
-    """The events of each session's last ``streams`` streams, ``per_stream`` each, in memory
-    (a session's go when it ends). An event id is ``<stream>/<n>``: a stream's own events are
-    replayed in order, nobody else's."""
+    """The events of each session's last ``streams`` streams, ``per_stream`` each and
+    ``budget`` bytes of JSON in all, in memory (a session's go when it ends). An event id is
+    ``<stream>/<n>``: a stream's own events are replayed in order, nobody else's."""
 
-    def __init__(self, per_stream: int = STREAM_EVENTS, streams: int = STREAMS) -> None:
-        self.per_stream, self.streams = per_stream, streams
-        self._sessions: weakref.WeakKeyDictionary[Session, Streams] = \
+    def __init__(self, per_stream: int = STREAM_EVENTS, streams: int = STREAMS,
+                 budget: int = SESSION_BYTES) -> None:
+        self.per_stream, self.streams, self.budget = per_stream, streams, budget
+        self._sessions: weakref.WeakKeyDictionary[Session, _Kept] = \
             weakref.WeakKeyDictionary()
 
-    def _streams(self) -> Streams:
-        """The streams of the session being served: stream -> (how many events it has had,
-        the last ``per_stream`` of them, numbered)."""
-        return self._sessions.setdefault(_session.get() or _NO_SESSION, OrderedDict())
+    def _kept(self) -> _Kept:
+        """What is kept of the session being served."""
+        return self._sessions.setdefault(_session.get() or _NO_SESSION, _Kept())
 
     async def store_event(self, stream_id: StreamId, message: Message) -> EventId:
-        streams = self._streams()
-        if stream_id not in streams:
-            streams[stream_id] = ([0], deque(maxlen=self.per_stream))
-            while len(streams) > self.streams:
-                streams.popitem(last=False)
-        streams.move_to_end(stream_id)
-        count, kept = streams[stream_id]
-        count[0] += 1
-        kept.append((count[0], message))
-        return f"{stream_id}/{count[0]}"
+        kept = self._kept()
+        stream = kept.streams.setdefault(stream_id, _Stream())
+        kept.streams.move_to_end(stream_id)
+        stream.count += 1
+        size = 0 if message is None else len(
+            message.model_dump_json(by_alias=True, exclude_unset=True))
+        stream.events.append((stream.count, message, size))
+        kept.size += size
+        while len(stream.events) > self.per_stream:
+            kept.size -= stream.events.popleft()[2]
+        while len(kept.streams) > self.streams or kept.size > self.budget:
+            oldest_id, oldest = next(iter(kept.streams.items()))
+            if oldest is stream:  # this stream alone is over: its own oldest events go
+                if not stream.events:
+                    break
+                kept.size -= stream.events.popleft()[2]
+                continue
+            del kept.streams[oldest_id]
+            kept.size -= sum(event[2] for event in oldest.events)
+        return f"{stream_id}/{stream.count}"
 
     async def replay_events_after(self, last_event_id: EventId,
                                   send_callback: EventCallback) -> StreamId | None:
-        streams = self._streams()
         stream_id, _, number = last_event_id.rpartition("/")
-        if stream_id not in streams or not number.isdigit():
+        stream = self._kept().streams.get(stream_id)
+        if stream is None or not number.isdigit() or int(number) > stream.count:
             return None
-        _, kept = streams[stream_id]
         after = int(number)
-        if kept and kept[0][0] > after + 1:
+        first = stream.events[0][0] if stream.events else stream.count + 1
+        if first > after + 1:
             return None  # what came after it is gone: a replay would leave a hole
-        for seen, message in list(kept):
+        for seen, message, _ in list(stream.events):
             if seen > after and message is not None:
                 await send_callback(EventMessage(message, f"{stream_id}/{seen}"))
         return stream_id
