@@ -154,6 +154,7 @@ fi
 args+=(--requirements "$REVISION")
 [ -f "$EXPECTED" ] && args+=(--expected-failures "$EXPECTED")
 
+: >"$LOG/harness.log"  # there before tail looks for it
 # timeout makes a process group of its own: the harness and every client it starts.
 timeout --kill-after=30 "$RUN_TIMEOUT" "${HARNESS[@]}" "${args[@]}" \
     >"$LOG/harness.log" 2>&1 </dev/null &
