@@ -36,8 +36,8 @@ TIMEOUT = 60
 
 
 @contextlib.contextmanager
-def fixture_server(tmp_path: Path) -> Iterator[str]:
-    """The fixture daemon on a free port, without a token: its URL."""
+def fixture_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """The fixture daemon on a free port, without a token: its URL and pid."""
     err = tmp_path / "serve.err"
     with open(err, "w", encoding="utf-8") as errfile:
         proc = subprocess.Popen([sys.executable, str(SERVE), "--http", "--no-token",
@@ -49,7 +49,7 @@ def fixture_server(tmp_path: Path) -> Iterator[str]:
             assert proc.poll() is None, err.read_text()
             assert time.monotonic() < deadline, "the server never said where it listens"
             time.sleep(0.1)
-        yield found.group(1)
+        yield found.group(1), proc.pid
     finally:
         proc.terminate()
         try:
@@ -104,7 +104,7 @@ def initialized(client: httpx.Client, url: str) -> dict[str, str]:
 
 
 def test_a_call_whose_stream_closes_mid_call_is_answered_when_the_client_resumes(tmp_path):
-    with fixture_server(tmp_path) as url, httpx.Client(timeout=TIMEOUT) as client:
+    with fixture_server(tmp_path) as (url, _), httpx.Client(timeout=TIMEOUT) as client:
         session = initialized(client, url)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "test_reconnection", "arguments": {}}}
@@ -131,7 +131,7 @@ def test_a_call_whose_stream_closes_mid_call_is_answered_when_the_client_resumes
 
 def test_a_session_cannot_resume_another_sessions_stream(tmp_path):
     """The SDK names a stream by its request id, which two clients share."""
-    with fixture_server(tmp_path) as url, httpx.Client(timeout=TIMEOUT) as client:
+    with fixture_server(tmp_path) as (url, _), httpx.Client(timeout=TIMEOUT) as client:
         first, second = initialized(client, url), initialized(client, url)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "test_header_param", "arguments": {"region": "first's"}}}
@@ -148,6 +148,28 @@ def test_a_session_cannot_resume_another_sessions_stream(tmp_path):
             for event in sse_events(reply):
                 replayed.append(event)
         assert "first's" not in json.dumps(replayed)
+
+
+def peak_mb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(r"VmHWM:\s+(\d+) kB", status)
+    assert found, status
+    return int(found.group(1)) // 1024
+
+
+def test_big_answers_do_not_pile_up_in_a_session(tmp_path):
+    """80 answers of 1 MB each on one session: the server keeps at most its budget of them
+    for resuming (it kept every one, 84 MB more, before the budget)."""
+    with fixture_server(tmp_path) as (url, pid), httpx.Client(timeout=TIMEOUT) as client:
+        session = initialized(client, url)
+        before = peak_mb(pid)
+        region = "x" * 1_000_000
+        for n in range(80):
+            reply = client.post(url, headers={**ACCEPT, **session}, json={
+                "jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                "params": {"name": "test_header_param", "arguments": {"region": region}}})
+            assert "region: x" in reply.text
+        assert peak_mb(pid) - before < 50
 
 
 # -- the runner ------------------------------------------------------------------------------
