@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_http import mcp_http_process
 from PIL import Image
 
 from silica.tools.toolbox import Toolbox
@@ -204,26 +205,13 @@ def mcp_http(*args: str, tmp_path: Path):
     """``silica mcp serve --http --port 0 ARGS``: the URL it reports on stderr, and stderr."""
     err = tmp_path / "http.err"
     env = {k: v for k, v in os.environ.items() if k != "SILICA_MCP_TOKEN"}
-    with open(err, "w", encoding="utf-8") as errfile:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "silica", "mcp", "serve", "--http", "--port", "0", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errfile, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
-            assert proc.poll() is None, err.read_text()
-            assert time.monotonic() < deadline, "the server never said where it listens"
-            time.sleep(0.1)
-        yield found.group(1), err.read_text()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        with proc.stdout:
-            assert proc.stdout.read() == b""  # over HTTP too, logs go to stderr
+    argv = [sys.executable, "-m", "silica", "mcp", "serve", "--http", "--port", "0", *args]
+    with mcp_http_process(argv, err, env=env, stdout=subprocess.PIPE) as (url, proc):
+        yield url, err.read_text()
+        stdout = proc.stdout
+    assert stdout is not None
+    with stdout:
+        assert stdout.read() == b""  # over HTTP too, logs go to stderr
 
 
 @pytest.fixture

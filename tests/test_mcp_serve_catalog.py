@@ -8,11 +8,8 @@ import asyncio
 import base64
 import contextlib
 import os
-import re
-import subprocess
 import sys
 import textwrap
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_http import mcp_http_process
 
 from silica.mcp.catalog import MAX_CONTENT_BYTES, PAGE_SIZE, _page, expand, match
 
@@ -131,24 +129,9 @@ async def stdio_session(launch, errlog, logging_callback=None, on_message=None):
 @contextlib.contextmanager
 def http_server(launch, tmp_path):
     err = tmp_path / "http.err"
-    with open(err, "w", encoding="utf-8") as errfile:
-        proc = subprocess.Popen([*launch, "--http", "--no-token", "--port", "0"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=errfile)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
-            assert proc.poll() is None, err.read_text()
-            assert time.monotonic() < deadline, "the server never said where it listens"
-            time.sleep(0.1)
-        yield found.group(1), err
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    argv = [*launch, "--http", "--no-token", "--port", "0"]
+    with mcp_http_process(argv, err, timeout=TIMEOUT) as (url, _):
+        yield url, err
 
 
 def test_resources_are_listed_in_pages_in_uri_order_and_read(launch, errlog):

@@ -26,6 +26,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mcp.server.streamable_http import EventMessage
 from mcp.types import JSONRPCNotification
+from mcp_http import mcp_http_process
 
 from silica.mcp.transport import MemoryEventStore
 
@@ -38,25 +39,9 @@ TIMEOUT = 60
 @contextlib.contextmanager
 def fixture_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """The fixture daemon on a free port, without a token: its URL and pid."""
-    err = tmp_path / "serve.err"
-    with open(err, "w", encoding="utf-8") as errfile:
-        proc = subprocess.Popen([sys.executable, str(SERVE), "--http", "--no-token",
-                                 "--port", "0"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=errfile)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
-            assert proc.poll() is None, err.read_text()
-            assert time.monotonic() < deadline, "the server never said where it listens"
-            time.sleep(0.1)
-        yield found.group(1), proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    argv = [sys.executable, str(SERVE), "--http", "--no-token", "--port", "0"]
+    with mcp_http_process(argv, tmp_path / "serve.err", timeout=TIMEOUT) as (url, proc):
+        yield url, proc.pid
 
 
 def sse_events(response: httpx.Response) -> Iterator[dict]:

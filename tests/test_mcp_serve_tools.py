@@ -10,10 +10,7 @@ import contextlib
 import io
 import json
 import os
-import re
-import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -25,6 +22,7 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_http import mcp_http_process
 from PIL import Image
 from test_mcp_serve import bounded, connected, text_of
 
@@ -173,25 +171,9 @@ def fixtures_stdio(errlog):
 @contextlib.contextmanager
 def fixtures_http(tmp_path: Path):
     """``serve_fixtures.py --http --port 0 --no-token``: the URL it serves at."""
-    err = tmp_path / "fixtures.err"
-    with open(err, "w", encoding="utf-8") as errfile:
-        proc = subprocess.Popen([sys.executable, str(SERVE_FIXTURES), "--http", "--port", "0",
-                                 "--no-token"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=errfile)
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"serving MCP at (http://\S+)", err.read_text())):
-            assert proc.poll() is None, err.read_text()
-            assert time.monotonic() < deadline, "the server never said where it listens"
-            time.sleep(0.1)
-        yield found.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    argv = [sys.executable, str(SERVE_FIXTURES), "--http", "--port", "0", "--no-token"]
+    with mcp_http_process(argv, tmp_path / "fixtures.err") as (url, _):
+        yield url
 
 
 @asynccontextmanager
