@@ -25,7 +25,8 @@ from wire import anthropic_server, text, tool_call
 from silica.cli.elicit import _chosen
 from silica.config import McpServerSettings
 from silica.elicitation import Answer, Elicitation
-from silica.mcp.connections import MAX_ASKS, connections
+from silica.mcp.asking import MAX_ASKS
+from silica.mcp.connections import connections
 from silica.mcp.elicit import (
     MAX_FIELDS,
     ElicitationError,

@@ -53,9 +53,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from silica.blocks import TextBlock, ToolResult
+from silica.blocks import ToolResult
 from silica.config import McpServerSettings
-from silica.elicitation import Answer, Asker, Elicitation
+from silica.elicitation import Asker
+from silica.mcp.asking import ASKING, ELICIT_TIMEOUT, CallAsking, noted
 from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
 from silica.mcp.client import (
     STDERR_DRAIN,
@@ -69,7 +70,7 @@ from silica.mcp.client import (
     unparsed,
 )
 from silica.mcp.content import result_of
-from silica.mcp.elicit import ElicitationError, check_answer, check_request
+from silica.mcp.elicit import ElicitationError, check_request
 from silica.security.sandbox import SandboxPolicy
 from silica.security.server_start import ServerStart, server_start
 
@@ -81,9 +82,6 @@ _MAX_PAGES = 100  # a server whose cursor never ends must not hang a listing
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.5, 30.0
 _CLOSE_WAIT = 8.0  # seconds for every server to stop at exit (the SDK needs up to ~4.5)
 
-MAX_ASKS = 20  # requests for values one call may make; the rest are declined
-ELICIT_TIMEOUT = 300.0  # seconds the person has to answer, unless the caller says
-
 # The pids of the stdio servers a connection spawns, recorded by the SDK's spawn function.
 _SPAWNED: ContextVar[list[int] | None] = ContextVar("silica_mcp_spawned", default=None)
 
@@ -91,85 +89,6 @@ _SPAWNED: ContextVar[list[int] | None] = ContextVar("silica_mcp_spawned", defaul
 def config_key(name: str, server: McpServerSettings) -> str:
     """A hash of a server's name and settings: what tells its connections and caches apart."""
     return hashlib.sha256(f"{name}\0{server.model_dump_json()}".encode()).hexdigest()[:16]
-
-
-@dataclass(eq=False)
-class _Asking:
-    """A call in flight as its server's requests for values see it: who answers them (the
-    caller's ``Asker``, run on the caller's loop), for how long, how many came, and why
-    silica answered some itself. Its methods run on the manager's loop."""
-
-    asker: Asker | None
-    loop: asyncio.AbstractEventLoop | None
-    timeout: float = ELICIT_TIMEOUT
-    asked: int = 0
-    declined: dict[str, int] = field(default_factory=dict)
-    deadline: asyncio.Timeout | None = None  # the call's: pushed back while the person reads
-    _one: asyncio.Lock = field(default_factory=asyncio.Lock)  # one question at a time
-
-    async def ask(self, request: Elicitation) -> Answer:
-        self.asked += 1
-        if self.asked > MAX_ASKS:
-            return self.decline(f"more than {MAX_ASKS} requests for input in one call")
-        async with self._one:  # a batch (2026-07-28) comes at once; the person reads one
-            return await self._ask(request)
-
-    async def _ask(self, request: Elicitation) -> Answer:
-        if self.asker is None or self.loop is None:
-            return self.decline("nobody can be asked here")
-        loop, asker, deadline = asyncio.get_running_loop(), self.asker, self.deadline
-        started = loop.time()
-        paused = deadline.when() if deadline is not None and not deadline.expired() else None
-        if deadline is not None and paused is not None:  # the call waits for the person
-            deadline.reschedule(None)
-
-        async def put() -> Answer:
-            return await asker(request)
-
-        asked = put()
-        try:
-            future = asyncio.run_coroutine_threadsafe(asked, self.loop)
-        except RuntimeError:  # the caller's loop is closed: nobody waits for the answer
-            asked.close()
-            return self.decline("nobody can be asked here")
-        try:
-            async with asyncio.timeout(self.timeout):
-                answer = await asyncio.wrap_future(future)
-        except TimeoutError:
-            future.cancel()
-            return self.decline(f"no answer within {self.timeout:g} s")
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except Exception as exc:  # the front end's bug: the server is told no
-            return self.decline(f"asking failed: {exc}")
-        finally:
-            if deadline is not None and paused is not None and not deadline.expired():
-                deadline.reschedule(paused + loop.time() - started)
-        if answer.reason:
-            self.declined[answer.reason] = self.declined.get(answer.reason, 0) + 1
-        if answer.action != "accept":
-            return Answer(answer.action, reason=answer.reason)
-        try:
-            return Answer("accept", check_answer(request, answer.content or {}))
-        except ElicitationError as exc:
-            return self.decline(f"the answer did not fit the form ({exc})")
-
-    def decline(self, reason: str) -> Answer:
-        self.declined[reason] = self.declined.get(reason, 0) + 1
-        return Answer("decline", reason=reason)
-
-    def note(self, server: str) -> str:
-        """What silica answered on the person's behalf, for the end of the call's result."""
-        said = [f"{reason} ({n} times)" if n > 1 else reason
-                for reason, n in self.declined.items()]
-        if not said:
-            return ""
-        return (f"[requests for input from the MCP server {server!r} that silica answered "
-                f"itself: {'; '.join(said)}]")
-
-
-_ASKING: ContextVar[_Asking | None] = ContextVar("silica_mcp_asking", default=None)
 
 
 @dataclass
@@ -207,7 +126,7 @@ class _Connection:
     _retry_at: float = 0.0
     _last_error: str = ""
     _tasks: set[asyncio.Task] = field(default_factory=set)
-    _calls: list[_Asking] = field(default_factory=list)  # in flight, oldest first
+    _calls: list[CallAsking] = field(default_factory=list)  # in flight, oldest first
 
     async def listing(self) -> tuple[list[Any], str]:
         await self.ready()
@@ -352,7 +271,7 @@ class _Connection:
         """The SDK's elicitation callback: check the request, put it to the call's asker."""
         from mcp import types
 
-        asking = _ASKING.get() or self._caller()
+        asking = ASKING.get() or self._caller()
         if getattr(params, "mode", "form") != "form":  # a URL to open: not offered by silica
             if asking is not None:
                 asking.decline("silica does not open a server's URL for input")
@@ -370,7 +289,7 @@ class _Connection:
         return types.ElicitResult(action=answer.action,
                                   content=answer.content if answer.action == "accept" else None)
 
-    def _caller(self) -> _Asking | None:
+    def _caller(self) -> CallAsking | None:
         """The call a request that came without its call's context belongs to (see the
         module's docstring), or ``None``."""
         calls = self._calls
@@ -378,11 +297,11 @@ class _Connection:
             return None
         return calls[0]
 
-    async def call(self, tool: str, arguments: dict, asking: _Asking | None = None) -> Any:
+    async def call(self, tool: str, arguments: dict, asking: CallAsking | None = None) -> Any:
         live = await self.ready()
         what = f"the call of {tool!r}"
-        asking = asking or _Asking(None, None)
-        token = _ASKING.set(asking)
+        asking = asking or CallAsking(None, None)
+        token = ASKING.set(asking)
         self._calls.append(asking)
         try:
             async with asyncio.timeout(self.timeout) as deadline:
@@ -403,7 +322,7 @@ class _Connection:
             raise McpServerError(message) from None
         finally:
             self._calls.remove(asking)
-            _ASKING.reset(token)
+            ASKING.reset(token)
         self._failures, self._retry_at = 0, 0.0
         return result
 
@@ -526,7 +445,7 @@ class McpConnections:
         server's requests for values during the call are put to ``elicit`` (on this
         caller's loop), each for at most ``elicit_timeout`` seconds."""
         conn = self._connection(name, server, default_timeout)
-        asking = _Asking(elicit, asyncio.get_running_loop(), elicit_timeout)
+        asking = CallAsking(elicit, asyncio.get_running_loop(), elicit_timeout)
 
         async def read_resource(uri: str) -> Any:
             return await self._hop(conn.read_resource(uri))
@@ -534,8 +453,8 @@ class McpConnections:
         try:
             result = await self._hop(conn.call(tool, arguments, asking))
         except McpServerError as exc:
-            return _noted(ToolResult.error(str(exc)), asking.note(name))
-        return _noted(await result_of(name, result, read_resource), asking.note(name))
+            return noted(ToolResult.error(str(exc)), asking.note(name))
+        return noted(await result_of(name, result, read_resource), asking.note(name))
 
     # -- list changes ---------------------------------------------------------------------
 
@@ -675,13 +594,6 @@ class McpConnections:
         _kill_groups(left)
         with self._lock:
             self._connections.clear()
-
-
-def _noted(result: ToolResult, note: str) -> ToolResult:
-    """``result`` with ``note`` after its content (the server's order is kept)."""
-    if not note:
-        return result
-    return result.model_copy(update={"blocks": [*result.blocks, TextBlock(text=note)]})
 
 
 _MANAGER: McpConnections | None = None
