@@ -310,6 +310,35 @@ def test_a_2026_client_answers_a_builtin_over_rounds(tmp_path):
     assert text_of(result) == "Alice likes blue"
 
 
+def test_a_2026_request_lacking_a_capability_a_builtin_needs_fails_whole(tmp_path, errlog):
+    """A built-in that needs the client's model, called on a 2026-07-28 request that does not
+    declare sampling: the request fails with -32021 naming the capability (the protocol's
+    MissingRequiredClientCapabilityError); a handshake-era client hears why in the result."""
+    from mcp.shared.exceptions import MCPError
+
+    async def act(url):
+        async with Client(url, mode="2026-07-28") as client:
+            try:
+                await client.call_tool("test_missing_capability", {})
+            except MCPError as exc:
+                return exc.error
+            return None
+
+    async def legacy():
+        async with fixtures_stdio(errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("test_missing_capability", {})
+
+    with fixtures_http(tmp_path) as url:
+        error = bounded(act(url))
+    assert error is not None and error.code == -32021
+    assert "sampling" in error.message
+    assert error.data == {"requiredCapabilities": {"sampling": {}}}
+    result = bounded(legacy())
+    assert result.is_error and "does not declare sampling" in text_of(result)
+
+
 def test_a_builtin_attaches_audio_and_a_resource_beside_its_blocks(errlog):
     async def act():
         async with fixtures_stdio(errlog) as (read, write), \

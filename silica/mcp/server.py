@@ -54,6 +54,7 @@ from mcp.server.subscriptions import (
     ServerEvent,
     ToolsListChanged,
 )
+from mcp.shared.exceptions import MCPError as McpRefusal
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from silica import __version__
@@ -277,9 +278,14 @@ class ToolServer:
                     result = await to_the_end(work)
                 else:
                     answered = await self._round(work, rounds)
+                    refusal = rounds.refusal()
+                    if refusal is not None:  # it needed what the client did not declare
+                        raise refusal
                     if answered is None:
                         return rounds.result()
                     result = answered
+        except McpRefusal:
+            raise  # a protocol error: the whole request fails, as the protocol says
         except Exception as exc:  # a plugin's bug is this call's error, not the server's end
             log.exception("calling %s failed", params.name)
             result = ToolResult.error(f"{params.name} failed: {type(exc).__name__}: {exc}")

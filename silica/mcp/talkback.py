@@ -73,7 +73,28 @@ class Rounds:
             self.answers.update(responses)
         self.needed: dict[str, dict[str, Any]] = {}
         self.asked = asyncio.Event()
+        # what a built-in needed of the client that the request did not declare: the whole
+        # request then fails with -32021, as the 2026-07-28 protocol wants (``refusal``)
+        self.missing: list[types.ClientCapabilities] = []
         self._counts: dict[str, int] = {}
+
+    def refusal(self) -> Exception | None:
+        """The protocol error ending this request when a built-in needed a capability the
+        client did not declare (``MissingRequiredClientCapabilityError``), else ``None``."""
+        if not self.missing:
+            return None
+        from mcp.shared.exceptions import MCPError
+
+        needed = types.ClientCapabilities.model_validate(
+            {k: v for caps in self.missing
+             for k, v in caps.model_dump(by_alias=True, exclude_none=True).items()})
+        named = ", ".join(sorted(needed.model_dump(exclude_none=True)))
+        return MCPError(code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                        message=f"the tool needs the client's {named} capability, which this "
+                                "request does not declare",
+                        data=types.MissingRequiredClientCapabilityErrorData(
+                            required_capabilities=needed).model_dump(
+                                by_alias=True, mode="json", exclude_none=True))
 
     def key(self, kind: str, given: str = "") -> str:
         self._counts[kind] = self._counts.get(kind, 0) + 1
@@ -195,6 +216,7 @@ class TalkBack:
         ctx = _call.get()
         if ctx is None or not _declared(ctx, types.ClientCapabilities(
                 sampling=types.SamplingCapability())):
+            _needed(types.ClientCapabilities(sampling=types.SamplingCapability()))
             raise SilicaError("the client cannot be asked for a model's reply "
                               "(it does not declare sampling)")
         message = types.SamplingMessage(role="user",
@@ -218,6 +240,7 @@ class TalkBack:
         ctx = _call.get()
         if ctx is None or not _declared(ctx, types.ClientCapabilities(
                 roots=types.RootsCapability())):
+            _needed(types.ClientCapabilities(roots=types.RootsCapability()))
             raise SilicaError("the client cannot be asked for its roots "
                               "(it does not declare roots)")
         rounds = _rounds.get()
@@ -230,6 +253,14 @@ class TalkBack:
         except Exception as exc:
             raise SilicaError(f"the client did not list its roots: {exc}") from exc
         return [str(root.uri) for root in listed.roots]
+
+
+def _needed(capability: types.ClientCapabilities) -> None:
+    """Record, on a 2026-07-28 request, a capability a built-in needed and the client did not
+    declare (a handshake-era client hears of it in the tool's error result alone)."""
+    rounds = _rounds.get()
+    if rounds is not None:
+        rounds.missing.append(capability)
 
 
 def _declared(ctx: ServerRequestContext, capability: types.ClientCapabilities) -> bool:
