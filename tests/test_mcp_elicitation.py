@@ -218,7 +218,11 @@ def test_a_thousand_requests_in_one_call_are_bounded_and_nothing_else_suffers(
 
 # -- the connection, from a library caller --------------------------------------------------
 
-def test_an_answer_that_does_not_fit_is_declined_and_a_slow_one_times_out(tmp_path):
+def test_an_answer_that_does_not_fit_is_declined_and_a_slow_one_times_out(tmp_path,
+                                                                         monkeypatch):
+    # The server writes its log to tmp_path: unconfined, whatever sandbox an earlier test's
+    # discovery left on this process's connections (a confined server's /tmp is its own).
+    monkeypatch.setattr(connections(), "sandbox", None)
     server = McpServerSettings(command=sys.executable,
                                args=[str(SERVER), "--legacy", "--log", str(tmp_path / "log")])
     schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}}
