@@ -90,13 +90,18 @@ class TokenFile:
 
     def _tokens(self) -> Any:
         from mcp.shared.auth import OAuthToken
+
+        return self._kept("tokens", OAuthToken)
+
+    def _kept(self, key: str, model: Any) -> Any:
+        """What the file keeps under ``key``, as ``model``; ``None`` if missing or damaged."""
         from pydantic import ValidationError
 
-        raw = self._read().get("tokens")
+        raw = self._read().get(key)
         if not isinstance(raw, dict):
             return None
         try:
-            return OAuthToken.model_validate(raw)
+            return model.model_validate(raw)
         except ValidationError:
             return None
 
@@ -112,15 +117,8 @@ class TokenFile:
 
     async def get_client_info(self) -> Any:
         from mcp.shared.auth import OAuthClientInformationFull
-        from pydantic import ValidationError
 
-        raw = self._read().get("client")
-        if not isinstance(raw, dict):
-            return None
-        try:
-            return OAuthClientInformationFull.model_validate(raw)
-        except ValidationError:
-            return None
+        return self._kept("client", OAuthClientInformationFull)
 
     async def set_client_info(self, client_info: Any) -> None:
         self._write(client=client_info.model_dump(mode="json", exclude_none=True))
