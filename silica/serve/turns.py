@@ -163,8 +163,9 @@ class TurnRunner:
 
     # -- turns ----------------------------------------------------------------------------
 
-    async def begin(self, session_id: str, request: Any) -> Turn:
-        """Take a message for the session and start its turn (see the module docstring)."""
+    async def begin(self, session_id: str, request: Any, *, doc: dict | None = None) -> Turn:
+        """Take a message for the session and start its turn (see the module docstring);
+        ``doc``: the message's JSON, already read from ``request``."""
         slot = self._slot(session_id)
         if slot.claimed:
             raise turn_running(session_id)
@@ -184,7 +185,7 @@ class TurnRunner:
             incoming = await read_message(request, settings=agent.settings,
                                           limits=agent.info.limits,
                                           stored_images=count_images(self.home, session_id),
-                                          budget=self.bodies)
+                                          budget=self.bodies, doc=doc)
             if incoming.workspace is not None:
                 self._use_workspace(agent, check_workspace(
                     incoming.workspace, self.options.workspaces,

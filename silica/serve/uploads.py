@@ -48,7 +48,7 @@ import contextlib
 import re
 import tempfile
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -163,21 +163,27 @@ class _Caps:
 
 
 async def read_message(request: Request, *, settings: Settings, limits: ImageLimits,
-                       stored_images: int = 0, budget: BodyBudget | None = None) -> Incoming:
+                       stored_images: int = 0, budget: BodyBudget | None = None,
+                       doc: dict | None = None) -> Incoming:
     """The message in ``request``'s body with its images checked and fitted to ``limits``,
     or ``UploadRefused`` (see the module docstring); ``stored_images``: images the session
     holds already; ``budget``: the memory a JSON body may be read into, held until its
-    images are checked. Nothing is returned until every image is good."""
+    images are checked; ``doc``: the message's JSON already read (the body is then not).
+    Nothing is returned until every image is good."""
     images_settings = settings.images
     caps = _Caps(images_settings.max_per_message,
                  images_settings.max_per_session - stored_images, stored_images,
                  images_settings.max_per_session, images_settings.max_size_bytes)
     kind, options = parse_options_header(request.headers.get("content-type", ""))
     sent: list[_Sent] = []
-    held = contextlib.ExitStack()
+    held = contextlib.AsyncExitStack()
     try:
-        if kind == b"application/json":
-            text, workspace = await _read_json(request, caps, sent, held, budget)
+        if doc is not None:
+            text, workspace = _fields(doc, caps, sent)
+        elif kind == b"application/json":
+            doc = await held.enter_async_context(json_body(
+                request, cap=json_cap(images_settings), budget=budget, example=_JSON_EXAMPLE))
+            text, workspace = _fields(doc, caps, sent)
         elif kind == b"multipart/form-data":
             boundary = options.get(b"boundary")
             if not boundary:
@@ -200,29 +206,46 @@ async def read_message(request: Request, *, settings: Settings, limits: ImageLim
     finally:
         for item in sent:
             item.close()
-        held.close()
+        await held.aclose()
     return Incoming(text, images, workspace)
 
 
 # -- JSON ---------------------------------------------------------------------------------
 
 
-async def _read_json(request: Request, caps: _Caps, sent: list[_Sent],
-                     held: contextlib.ExitStack,
-                     budget: BodyBudget | None) -> tuple[str | None, str | None]:
-    cap = caps.per_message * (4 * -(-caps.image_bytes // 3) + _PER_IMAGE) \
+def json_cap(images: Any) -> int:
+    """Most bytes of a JSON message body: ``max_per_message`` base64 images of
+    ``max_size_bytes`` (``images``: the ``[images]`` settings), the text, some slack."""
+    return images.max_per_message * (4 * -(-images.max_size_bytes // 3) + _PER_IMAGE) \
         + 6 * MAX_TEXT_BYTES + _SLACK  # \uXXXX escapes: up to 6 bytes a character
-    # Spooled, so a body cut off at the cap never sat in memory; read back only to parse.
+
+
+@contextlib.asynccontextmanager
+async def json_body(request: Request, *, cap: int, budget: BodyBudget | None,
+                    example: str) -> AsyncIterator[dict]:
+    """The JSON object of ``request``'s body, for the ``async with`` block: read up to
+    ``cap`` bytes into a temporary file (a body cut off at the cap never sat in memory),
+    parsed within ``budget``, held until the block ends. ``UploadRefused`` otherwise (413
+    ``body_too_large``, 400 malformed, the budget's 413 / 503)."""
     with tempfile.SpooledTemporaryFile(_SPOOL_IN_MEMORY) as body:
         async with aclosing(_body(request, cap)) as chunks:
             async for chunk in chunks:
                 body.write(chunk)
-        if budget is not None:  # read back, parsed and held as text until the end
-            held.enter_context(budget.hold(body.tell()))
-        try:
-            doc = await asyncio.to_thread(_parse_json, body)
-        except ApiError as exc:
-            raise UploadRefused(exc.status, exc.code, exc.message) from None
+        with contextlib.ExitStack() as held:
+            if budget is not None:  # read back, parsed and held as text until the end
+                try:
+                    held.enter_context(budget.hold(body.tell()))
+                except ApiError as exc:
+                    raise UploadRefused(exc.status, exc.code, exc.message) from None
+            try:
+                doc = await asyncio.to_thread(_parse_json, body, example)
+            except ApiError as exc:
+                raise UploadRefused(exc.status, exc.code, exc.message) from None
+            yield doc
+
+
+def _fields(doc: dict, caps: _Caps, sent: list[_Sent]) -> tuple[str | None, str | None]:
+    """A JSON message's text and workspace; its images added to ``sent``, unchecked."""
     for key in doc:
         if key not in _JSON_KEYS:
             raise _unknown(key, "message, images and workspace")
@@ -240,9 +263,9 @@ async def _read_json(request: Request, caps: _Caps, sent: list[_Sent],
     return text, workspace
 
 
-def _parse_json(body: IO[bytes]) -> dict:
+def _parse_json(body: IO[bytes], example: str) -> dict:
     body.seek(0)
-    return json_object(body.read(), example=_JSON_EXAMPLE)
+    return json_object(body.read(), example=example)
 
 
 def _json_image(item: Any, index: int, caps: _Caps) -> _Sent:
