@@ -113,18 +113,21 @@ class Agent:
     def start(cls, settings: Settings, *, agent: str | None = None,
               provider: str | None = None, model: str | None = None,
               toolbox: Toolbox | None = None, home: Path | None = None,
-              events: AgentEvents | None = None, workdir: Path | None = None) -> Agent:
+              events: AgentEvents | None = None, workdir: Path | None = None,
+              session_id: str | None = None) -> Agent:
         """A new session with the configured provider and model, or those of profile
         ``agent`` (``[agents.NAME]``, remembered with the session; ``UnknownAgent`` if
         config.toml does not define it), or ``provider`` and ``model`` if given (see
         ``silica.agent.profiles``). Image folders of sessions untouched for
         ``store.keep_days`` are removed first. ``workdir`` is where tools run (default: the
-        current directory), unless a ``toolbox`` is given."""
+        current directory), unless a ``toolbox`` is given; ``session_id``: the session's id
+        (default: a new one)."""
         settings = settings_for(settings, agent, provider=provider, model=model)
         chosen = get_provider(settings.provider, settings)
         cleanup(Path(home or silica_home()) / "images", settings.store.keep_days)
         model = settings.model or _default_model(chosen)
-        conversation = Conversation(id=new_session_id(), provider=settings.provider,
+        conversation = Conversation(id=session_id or new_session_id(),
+                                    provider=settings.provider,
                                     model=model, agent=agent or "",
                                     system=settings.system or DEFAULT_SYSTEM)
         made = cls._make(settings, chosen, model, conversation, toolbox, home, events, workdir)

@@ -113,10 +113,11 @@ class TurnRunner:
         return slot.turn.number if slot.turn else last_turn + 1
 
     def create_session(self, *, agent: str | None = None, provider: str | None = None,
-                       model: str | None = None, workspace: str | None = None) -> str:
+                       model: str | None = None, workspace: str | None = None,
+                       session_id: str | None = None) -> str:
         """A new, empty, saved session (as profile ``agent``, if given: remembered with the
-        session); ``ApiError`` for an unknown agent or provider, a bad model name or a
-        workspace not allowed."""
+        session; ``session_id``: its id, instead of a new one); ``ApiError`` for an unknown
+        agent or provider, a bad model name or a workspace not allowed."""
         options, settings = self.options, self.options.settings
         if model is not None and not _MODEL.fullmatch(model):
             raise ApiError(400, "invalid_model", "model must be a model name of 1-200 "
@@ -125,7 +126,7 @@ class TurnRunner:
                   if workspace is not None else options.default_workspace)
         try:
             made = Agent.start(settings, agent=agent, provider=provider, model=model,
-                               home=self.home, workdir=folder)
+                               home=self.home, workdir=folder, session_id=session_id)
             made.save()
         except UnknownAgent as exc:
             raise ApiError(400, "unknown_agent", str(exc)) from None
