@@ -22,6 +22,10 @@ last delta is on its way to every client before the turn's end-of-reply work run
 event goes to a session's SSE streams as one ``Event``, so their transport encodes it once
 for all of them (``Event.wire``).
 
+``taps`` are functions called with ``(session_id, event, data)`` for every event handed to
+this process's streams, whether or not it has any, where and in the order they get it (the
+form without inline images): ``silica.serve.records`` keeps running turns' events that way.
+
 What callers may rely on: ``publish`` never raises for a listener that is gone or slow; a
 stream that falls ``QUEUE_SIZE`` events behind is ended (its client reconnects and reads the
 history), so a stuck client never grows the daemon's memory; ``close`` ends every stream.
@@ -127,6 +131,7 @@ class EventBus:
     def __init__(self) -> None:
         self.sio: Any = None
         self._streams: dict[str, set[Subscription]] = {}
+        self.taps: list[Callable[[str, str, Any], None]] = []
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -208,7 +213,8 @@ class EventBus:
 
     def deliver(self, session_id: str, event: str, data: dict,
                 inline: dict | None = None) -> None:
-        """Hand an event to this process's SSE streams of the session."""
+        """Hand an event to this process's SSE streams of the session (and its taps)."""
+        self.tap(session_id, event, data)
         streams = self._streams.get(session_id)
         if not streams:
             return
@@ -216,6 +222,14 @@ class EventBus:
         full = plain if inline is None else Event(event, inline)
         for stream in list(streams):
             stream.put_event(full if stream.inline else plain)
+
+    def tap(self, session_id: str, event: str, data: Any) -> None:
+        """Hand an event to the taps; one that fails is logged, never raised."""
+        for tap in self.taps:
+            try:
+                tap(session_id, event, data)
+            except Exception:
+                log.warning("a tap failed on a %s event", event, exc_info=True)
 
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, *,

@@ -132,11 +132,13 @@ class RedisBus(EventBus):
     def hand_to_streams(self, room_name: Any, event: str, payload: Any) -> None:
         """An event for Socket.IO room ``room_name``, given to the SSE streams of its
         session here: ``session:{sid}`` to all, ``:inline`` / ``:refs`` to those that did /
-        did not ask for inline images."""
+        did not ask for inline images; the taps get the form without inline images."""
         if not isinstance(room_name, str) or not room_name.startswith("session:"):
             return
         _, _, rest = room_name.partition(":")
         session_id, _, form = rest.partition(":")
+        if form != "inline":
+            self.tap(session_id, event, payload)
         item = Event(event, payload)  # encoded once for every stream it goes to
         for stream in list(self._streams.get(session_id, ())):
             if not form or (form == "inline") == stream.inline:
