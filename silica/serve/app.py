@@ -1,4 +1,4 @@
-"""The daemon's ASGI app: thin routes over the agent, the event bus and its two transports.
+"""The daemon's ASGI app: thin routes over the agent, the event bus and its transports.
 
     app = create_app(ServeOptions.make(settings))     # run it with uvicorn (silica.serve.daemon)
 
@@ -14,6 +14,8 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
     GET    /sessions/{sid}/events             server-sent events
     POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
+    POST   /api/chat                          the AI SDK's chat request: the turn's UI stream
+    GET    /api/chat/{sid}/stream             the running turn's UI stream again; 204 idle
     /socket.io                                Socket.IO, namespace /events
 
 Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
@@ -50,9 +52,11 @@ from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
 from silica.serve.options import ServeOptions, check_exposure
+from silica.serve.records import TurnRecords
 from silica.serve.sio import make_sio
 from silica.serve.sse import event_stream
 from silica.serve.turns import TurnRunner
+from silica.serve.uichat import UiChat
 
 log = logging.getLogger("silica.serve")
 
@@ -87,8 +91,11 @@ class ServeApp:
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)
+        self.records = TurnRecords()
+        self.bus.taps.append(self.records.heard)
         self.sio = make_sio(options, self.bus, self.runner.asking)
-        self.routes = Routes(options, self.runner, self.bus)
+        self.routes = Routes(options, self.runner, self.bus,
+                             UiChat(self.runner, self.bus, self.records))
         self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
                                    exception_handlers={SilicaError: _refused,
                                                        HTTPException: _http_error,
@@ -149,8 +156,9 @@ def create_app(options: ServeOptions) -> ServeApp:
 class Routes:
     """The route handlers: each checks what it is given, calls the library, answers JSON."""
 
-    def __init__(self, options: ServeOptions, runner: TurnRunner, bus: EventBus) -> None:
-        self.options, self.runner, self.bus = options, runner, bus
+    def __init__(self, options: ServeOptions, runner: TurnRunner, bus: EventBus,
+                 ui: UiChat) -> None:
+        self.options, self.runner, self.bus, self.ui = options, runner, bus, ui
         self.home = options.home
 
     def table(self) -> list[Route]:
@@ -164,6 +172,8 @@ class Routes:
             Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
             Route("/sessions/{sid}/events", self.events, methods=["GET"]),
             Route("/sessions/{sid}/elicitations/{eid}", self.elicitation, methods=["POST"]),
+            Route("/api/chat", self.ui_chat, methods=["POST"]),
+            Route("/api/chat/{sid}/stream", self.ui_resume, methods=["GET"]),
         ]
 
     # -- the page -------------------------------------------------------------------------
@@ -278,6 +288,14 @@ class Routes:
                                 what="an answer", optional=False)
         answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
+
+    # -- the AI SDK UI message stream ------------------------------------------------------
+
+    async def ui_chat(self, request: Request) -> Response:
+        return await self.ui.post(request)
+
+    async def ui_resume(self, request: Request) -> Response:
+        return self.ui.resume(self._sid(request), request)
 
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]
