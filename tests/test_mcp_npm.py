@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import shutil
-import subprocess
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from npm_packages import install_npm
 from PIL import Image
 
 from silica.blocks import ImageBlock, ToolResult
@@ -27,7 +26,6 @@ from silica.config import McpServerSettings, McpSettings, Settings
 from silica.tools.model import ToolStatus
 from silica.tools.toolbox import Toolbox
 
-PINNED = Path(__file__).with_name("npm")  # the servers' exact versions, and a lock file
 AWAIT_TIMEOUT = 120.0  # node's first start of a server, and its handshake, on a slow machine
 # Tools every recent server-everything has (its names use dashes since 2025).
 EVERYTHING_TOOLS = {"echo", "get-sum", "get-tiny-image", "get-structured-content",
@@ -38,17 +36,7 @@ EVERYTHING_TOOLS = {"echo", "get-sum", "get-tiny-image", "get-structured-content
 @pytest.fixture(scope="session")
 def npm_servers(tmp_path_factory) -> Path:
     """The installed packages' ``node_modules/@modelcontextprotocol`` folder."""
-    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-    if missing:  # a failure, not a skip: CI must run these
-        pytest.fail(f"{' and '.join(missing)} not on PATH; .ci/run installs them "
-                    "(apt-get install nodejs npm)")
-    prefix = tmp_path_factory.mktemp("npm")
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(PINNED / name, prefix / name)
-    proc = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(prefix)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"npm ci failed:\n{proc.stderr[-3000:]}"
-    return prefix / "node_modules" / "@modelcontextprotocol"
+    return install_npm(tmp_path_factory) / "node_modules" / "@modelcontextprotocol"
 
 
 @pytest.fixture
