@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from silica.serve.errors import ApiError
-from silica.serve.records import Record, TurnRecords
+from silica.serve.replay import TurnLog, TurnLogs
 from silica.serve.uichat import MAX_PARTS, ChatBody, parse_chat
 from silica.serve.uistream import TurnChunks
 
@@ -179,7 +179,7 @@ def test_a_step_ends_where_the_model_speaks_again_after_tool_results():
     assert chunks[-1]["messageMetadata"]["usage"] == {"input_tokens": 1}
 
 
-# -- the turn record -----------------------------------------------------------------------
+# -- the turn turn_log -----------------------------------------------------------------------
 
 
 @settings(max_examples=200)
@@ -187,23 +187,23 @@ def test_a_step_ends_where_the_model_speaks_again_after_tool_results():
                           event("tool_call", call_id=ids, name=st.just("x"),
                                 input=st.just({}))), max_size=30),
        st.integers(0, 30))
-def test_a_record_replays_the_same_stream_as_the_live_events(sequence, split):
-    """A client that came in mid-turn reads the record (text pieces joined) and then the
+def test_a_turn_log_replays_the_same_stream_as_the_live_events(sequence, split):
+    """A client that came in mid-turn reads the turn_log (text pieces joined) and then the
     live events: the text it shows is what a client there from the start shows."""
-    records = TurnRecords()
+    logs = TurnLogs()
     start = ("message", {"turn_id": TURN, "session_id": "s", "turn": 1})
     live = [start, *[(n, d) for n, d in sequence if d["turn_id"] == TURN]]
     split = min(split, len(live))
     for name, data in live[:split]:
-        records.heard("s", name, data)
-    record = records.running("s")
-    seen = record.snapshot() if record else []
+        logs.heard("s", name, data)
+    turn_log = logs.running("s")
+    seen = turn_log.snapshot() if turn_log else []
     later = live[split:]
     for name, data in later:
-        records.heard("s", name, data)
-    if record is not None:
-        assert len(record.snapshot()) >= len(seen)  # later text never joins earlier entries
-        assert record.snapshot()[:len(seen)] == seen
+        logs.heard("s", name, data)
+    if turn_log is not None:
+        assert len(turn_log.snapshot()) >= len(seen)  # later text never joins earlier entries
+        assert turn_log.snapshot()[:len(seen)] == seen
     whole, joined = TurnChunks(TURN), TurnChunks(TURN)
     a = [c for n, d in live for c in whole.feed(n, d)]
     b = [c for n, d in (seen + later if split else live) for c in joined.feed(n, d)]
@@ -216,18 +216,18 @@ def test_a_record_replays_the_same_stream_as_the_live_events(sequence, split):
         [c["toolCallId"] for c in b if "toolCallId" in c]
 
 
-def test_a_record_ends_with_its_turn_and_keeps_no_more_than_its_budget(monkeypatch):
-    import silica.serve.records as records_module
+def test_a_turn_log_ends_with_its_turn_and_keeps_no_more_than_its_budget(monkeypatch):
+    import silica.serve.replay as replay_module
 
-    monkeypatch.setattr(records_module, "MAX_BYTES", 100)
-    records = TurnRecords()
-    records.heard("s", "message", {"turn_id": TURN})
-    record = records.running("s")
-    assert isinstance(record, Record)
-    records.heard("s", "text_delta", {"turn_id": TURN, "text": "x" * 200})
-    assert record.overflowed and record.entries == []
-    records.heard("s", "turn_end", {"turn_id": TURN})
-    assert records.running("s") is None and record.ended
+    monkeypatch.setattr(replay_module, "MAX_BYTES", 100)
+    logs = TurnLogs()
+    logs.heard("s", "message", {"turn_id": TURN})
+    turn_log = logs.running("s")
+    assert isinstance(turn_log, TurnLog)
+    logs.heard("s", "text_delta", {"turn_id": TURN, "text": "x" * 200})
+    assert turn_log.overflowed and turn_log.entries == []
+    logs.heard("s", "turn_end", {"turn_id": TURN})
+    assert logs.running("s") is None and turn_log.ended
 
 
 # -- the chat request body -----------------------------------------------------------------

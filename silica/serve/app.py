@@ -52,7 +52,7 @@ from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
 from silica.serve.options import ServeOptions, check_exposure
-from silica.serve.records import TurnRecords
+from silica.serve.replay import TurnLogs
 from silica.serve.sio import make_sio
 from silica.serve.sse import event_stream
 from silica.serve.turns import TurnRunner
@@ -91,11 +91,11 @@ class ServeApp:
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)
-        self.records = TurnRecords()
-        self.bus.taps.append(self.records.heard)
+        self.logs = TurnLogs()
+        self.bus.taps.append(self.logs.heard)
         self.sio = make_sio(options, self.bus, self.runner.asking)
         self.routes = Routes(options, self.runner, self.bus,
-                             UiChat(self.runner, self.bus, self.records))
+                             UiChat(self.runner, self.bus, self.logs))
         self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
                                    exception_handlers={SilicaError: _refused,
                                                        HTTPException: _http_error,

@@ -24,7 +24,7 @@ for all of them (``Event.wire``).
 
 ``taps`` are functions called with ``(session_id, event, data)`` for every event handed to
 this process's streams, whether or not it has any, where and in the order they get it (the
-form without inline images): ``silica.serve.records`` keeps running turns' events that way.
+form without inline images): ``silica.serve.replay`` keeps running turns' events that way.
 
 What callers may rely on: ``publish`` never raises for a listener that is gone or slow; a
 stream that falls ``QUEUE_SIZE`` events behind is ended (its client reconnects and reads the

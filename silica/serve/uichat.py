@@ -2,7 +2,7 @@
 (``DefaultChatTransport``, what ``useChat`` uses) over silica's sessions. The chunks are
 ``silica.serve.uistream``'s.
 
-    chat = UiChat(runner, bus, records)
+    chat = UiChat(runner, bus, logs)
     response = await chat.post(request)          # a turn's UI message stream
     response = chat.resume(session_id, request)  # 204 when no turn runs here
 
@@ -45,7 +45,7 @@ from silica.images.sniff import normalize_media_type
 from silica.security.text import safe_text
 from silica.serve.bus import EventBus
 from silica.serve.errors import ApiError, no_session
-from silica.serve.records import TurnRecords
+from silica.serve.replay import TurnLogs
 from silica.serve.turns import TurnRunner
 from silica.serve.uistream import answered_stream, ui_stream
 from silica.serve.uploads import json_body, json_cap
@@ -200,8 +200,8 @@ def _bad(message: str) -> ApiError:
 class UiChat:
     """The two routes' work (see the module docstring)."""
 
-    def __init__(self, runner: TurnRunner, bus: EventBus, records: TurnRecords) -> None:
-        self.runner, self.bus, self.records = runner, bus, records
+    def __init__(self, runner: TurnRunner, bus: EventBus, logs: TurnLogs) -> None:
+        self.runner, self.bus, self.logs = runner, bus, logs
 
     async def post(self, request: Request) -> Response:
         runner = self.runner
@@ -222,8 +222,8 @@ class UiChat:
                         await asyncio.to_thread(runner.delete, sid)
                 raise
             # before anything is awaited: the turn has not run yet
-            record = self.records.start(sid, turn.turn_id)
-        return ui_stream(self.bus, record, base_url=_base(request))
+            turn_log = self.logs.start(sid, turn.turn_id)
+        return ui_stream(self.bus, turn_log, base_url=_base(request))
 
     def _answer(self, request: Request, body: ChatBody) -> Response:
         sid = body.session_id
@@ -235,26 +235,26 @@ class UiChat:
         for approval_id, approved in body.approvals:
             approvals.answer(sid, approval_id, "once" if approved else "deny")
         ids = [approval_id for approval_id, _ in body.approvals]
-        record = self.records.running(sid)
-        if record is None:  # the turn runs in another daemon: its clients show the rest
+        turn_log = self.logs.running(sid)
+        if turn_log is None:  # the turn runs in another daemon: its clients show the rest
             return answered_stream()
-        starts = [record.after("approval", "id", approval_id) or 0 for approval_id in ids]
-        start = max([record.paused_at, *starts])
-        return ui_stream(self.bus, record, base_url=_base(request), start=start,
+        starts = [turn_log.after("approval", "id", approval_id) or 0 for approval_id in ids]
+        start = max([turn_log.paused_at, *starts])
+        return ui_stream(self.bus, turn_log, base_url=_base(request), start=start,
                          answered=ids)
 
     def resume(self, session_id: str, request: Request) -> Response:
         """The running turn's stream from its start; 204 when none runs here."""
         if not self.runner.exists(session_id):
             raise no_session(session_id)
-        record = self.records.running(session_id)
-        if record is None:
+        turn_log = self.logs.running(session_id)
+        if turn_log is None:
             return Response(status_code=204)
-        if record.overflowed:
+        if turn_log.overflowed:
             raise ApiError(409, "turn_too_long", "the running turn has said more than silica "
                            "keeps to replay; wait for it to end and read GET "
                            f"/sessions/{session_id}/history")
-        return ui_stream(self.bus, record, base_url=_base(request))
+        return ui_stream(self.bus, turn_log, base_url=_base(request))
 
 
 def _base(request: Request) -> str:

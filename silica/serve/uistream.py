@@ -3,7 +3,7 @@ front end reads (``POST /api/chat``, ``GET /api/chat/{id}/stream``; ``silica.ser
 
     chunks = TurnChunks(turn_id, base_url="http://127.0.0.1:8700")
     for event, data in events: out += chunks.feed(event, data)      # [chunk dicts]
-    response = ui_stream(bus, record, base_url=...)                  # text/event-stream
+    response = ui_stream(bus, turn_log, base_url=...)                  # text/event-stream
 
 Each chunk is one server-sent event, ``data: <json>\\n\\n``; the stream ends with
 ``data: [DONE]``. The events of a turn become:
@@ -51,7 +51,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 
 from silica.serve.bus import EventBus
-from silica.serve.records import Record
+from silica.serve.replay import TurnLog
 
 PING_EVERY = 15.0
 HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache",
@@ -78,6 +78,7 @@ class TurnChunks:
         self.started = False  # ``start`` sent
         self.ended = False  # ``finish`` sent
         self.step = 0  # steps started
+        self.texts = 0  # text parts started
         self.step_open = False
         self.results = False  # the step has tool results: text or a call begins the next
         self.text_id: str | None = None  # the open text part
@@ -105,7 +106,8 @@ class TurnChunks:
             return []
         out = self._begin() + self._next_step_if_results()
         if self.text_id is None:
-            self.text_id = f"text-{self.step}"
+            self.texts += 1
+            self.text_id = f"text-{self.texts}"
             out.append({"type": "text-start", "id": self.text_id})
         out.append({"type": "text-delta", "id": self.text_id, "delta": text})
         return out
@@ -256,11 +258,11 @@ class TurnChunks:
 # -- the HTTP stream ----------------------------------------------------------------------
 
 
-def ui_stream(bus: EventBus, record: Record, *, base_url: str, start: int = 0,
+def ui_stream(bus: EventBus, turn_log: TurnLog, *, base_url: str, start: int = 0,
               answered: list[str] | None = None) -> StreamingResponse:
-    """The turn of ``record`` as a UI message stream: from its first event, or after the
+    """The turn of ``turn_log`` as a UI message stream: from its first event, or after the
     ``start`` events a client already has (``answered``: the approvals it just answered)."""
-    return StreamingResponse(_chunks(bus, record, base_url, start, answered or []),
+    return StreamingResponse(_chunks(bus, turn_log, base_url, start, answered or []),
                              headers=HEADERS)
 
 
@@ -273,12 +275,12 @@ def answered_stream() -> StreamingResponse:
     return StreamingResponse(chunks(), headers=HEADERS)
 
 
-async def _chunks(bus: EventBus, record: Record, base_url: str, start: int,
+async def _chunks(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
                   answered: list[str]) -> AsyncIterator[bytes]:
-    chunks = TurnChunks(record.turn_id, base_url=base_url)
+    chunks = TurnChunks(turn_log.turn_id, base_url=base_url)
     chunks.answer(answered)
-    async with bus.subscribe(record.session_id) as live:
-        seen = record.snapshot()  # nothing awaited since the subscription: no gap, no repeat
+    async with bus.subscribe(turn_log.session_id) as live:
+        seen = turn_log.snapshot()  # nothing awaited since the subscription: no gap, no repeat
         shown: list[Chunk] = []
         for index, (event, data) in enumerate(seen):
             if index == start and start:
@@ -294,7 +296,7 @@ async def _chunks(bus: EventBus, record: Record, base_url: str, start: int,
             yield DONE
             return
         if chunks.waiting:
-            record.paused_at = max(record.paused_at, len(seen))
+            turn_log.paused_at = max(turn_log.paused_at, len(seen))
             yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
             return
         while True:
@@ -316,8 +318,8 @@ async def _chunks(bus: EventBus, record: Record, base_url: str, start: int,
                 yield DONE
                 return
             if event == "approval" and chunks.waiting:
-                after = record.after("approval", "id", data.get("id"))
+                after = turn_log.after("approval", "id", data.get("id"))
                 if after is not None:
-                    record.paused_at = max(record.paused_at, after)
+                    turn_log.paused_at = max(turn_log.paused_at, after)
                 yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
                 return

@@ -1,15 +1,15 @@
 """Each running turn's events so far, kept so a client that comes in mid-turn can be given the
 turn from its start (the AI SDK UI stream's resume, ``silica.serve.uistream``).
 
-    records = TurnRecords()
-    bus.taps.append(records.heard)          # every event the daemon's clients get, in order
-    record = records.running(session_id)    # None: no turn of the session runs here
-    events = record.snapshot()              # [(event, data), ...] from its ``message`` on
+    logs = TurnLogs()
+    bus.taps.append(logs.heard)            # every event the daemon's clients get, in order
+    turn_log = logs.running(session_id)    # None: no turn of the session runs here
+    events = turn_log.snapshot()           # [(event, data), ...] from its ``message`` on
 
-A record begins with a turn's ``message`` event and leaves ``running`` with its ``turn_end``
+A turn's log begins with its ``message`` event and leaves ``running`` with its ``turn_end``
 (a caller holding it still sees the whole turn, ``ended`` true). Text pieces in a row are kept
 as one ``text_delta`` (their text joined), so a long reply costs its text, not an entry per
-piece. A record holds at most ``MAX_BYTES`` (text, and the JSON size of other events); a turn
+piece. A log holds at most ``MAX_BYTES`` (text, and the JSON size of other events); a turn
 that says more is ``overflowed``: it is no longer kept (its live events still reach every
 client), and a resume of it is refused.
 
@@ -26,7 +26,7 @@ from typing import Any
 MAX_BYTES = 8 * 1024 * 1024  # of one turn's events
 
 
-class Record:
+class TurnLog:
     """One turn's events (see the module docstring)."""
 
     def __init__(self, session_id: str, turn_id: str) -> None:
@@ -78,35 +78,35 @@ class Record:
         return None
 
 
-class TurnRecords:
-    """The records of the turns running now, by session (see the module docstring)."""
+class TurnLogs:
+    """The logs of the turns running now, by session (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.records: dict[str, Record] = {}
+        self.logs: dict[str, TurnLog] = {}
 
-    def running(self, session_id: str) -> Record | None:
-        return self.records.get(session_id)
+    def running(self, session_id: str) -> TurnLog | None:
+        return self.logs.get(session_id)
 
-    def start(self, session_id: str, turn_id: str) -> Record:
-        """The record of turn ``turn_id`` of the session, begun now if its ``message`` has
+    def start(self, session_id: str, turn_id: str) -> TurnLog:
+        """The log of turn ``turn_id`` of the session, begun now if its ``message`` has
         not been heard yet (a bus that delivers later than it publishes)."""
-        record = self.records.get(session_id)
-        if record is None or record.turn_id != turn_id:
-            record = self.records[session_id] = Record(session_id, turn_id)
-        return record
+        turn_log = self.logs.get(session_id)
+        if turn_log is None or turn_log.turn_id != turn_id:
+            turn_log = self.logs[session_id] = TurnLog(session_id, turn_id)
+        return turn_log
 
     def heard(self, session_id: str, event: str, data: Any) -> None:
         """An event of the session, as its clients get it (the form without inline images)."""
         if not isinstance(data, dict):
             return
         turn_id = data.get("turn_id")
-        record = self.records.get(session_id)
+        turn_log = self.logs.get(session_id)
         if event == "message" and isinstance(turn_id, str) and (
-                record is None or record.turn_id != turn_id):
-            record = self.records[session_id] = Record(session_id, turn_id)
-        if record is None or turn_id != record.turn_id:
+                turn_log is None or turn_log.turn_id != turn_id):
+            turn_log = self.logs[session_id] = TurnLog(session_id, turn_id)
+        if turn_log is None or turn_id != turn_log.turn_id:
             return
-        record.add(event, data)
+        turn_log.add(event, data)
         if event == "turn_end":
-            record.ended = True
-            del self.records[session_id]
+            turn_log.ended = True
+            del self.logs[session_id]
