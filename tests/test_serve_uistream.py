@@ -8,6 +8,7 @@ import asyncio
 import base64
 import io
 import json
+import time
 import uuid
 
 import pytest
@@ -301,3 +302,105 @@ def test_the_ui_stream_needs_the_token_as_every_route_does(daemon):
         assert http.post("/api/chat", json=body("c2", user(said("x")))).status_code == 401
         assert http.get("/api/chat/c2/stream").status_code == 401
     assert "c2" not in sessions(daemon)
+
+
+# -- approvals -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def asking(tmp_path_factory):
+    """A daemon whose shell runs ``echo *`` and asks a person for anything else."""
+    root = tmp_path_factory.mktemp("serve-uistream-shell")
+    home = root / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n')
+    with anthropic_server([]) as srv, \
+            start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
+                         cwd=root) as daemon:
+        yield {"srv": srv, "daemon": daemon, "root": root}
+        assert "Traceback" not in daemon.stderr()
+
+
+def answer_message(chunks, approved: bool) -> dict:
+    """The assistant message as the AI SDK sends it back once the person answered (its
+    tool part ``approval-responded``)."""
+    called = next(c for c in chunks if c["type"] == "tool-input-available")
+    asked = next(c for c in chunks if c["type"] == "tool-approval-request")
+    return {"id": chunks[0]["messageId"], "role": "assistant", "parts": [
+        {"type": "step-start"},
+        {"type": "dynamic-tool", "toolName": called["toolName"],
+         "toolCallId": called["toolCallId"], "state": "approval-responded",
+         "input": called["input"],
+         "approval": {"id": asked["approvalId"], "approved": approved}}]}
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_shell_command_waits_for_the_approval_sent_in_the_next_chat_request(asking,
+                                                                            approved):
+    srv, daemon, root = asking["srv"], asking["daemon"], asking["root"]
+    made = root / f"made-{approved}.txt"
+    srv.script.clear()
+    srv.add(tool_call("shell", {"command": f"touch {made}"}), text("Done."))
+    cid = chat_id()
+    first = read_chunks(post_chat(daemon, body(cid, user(said("make the file")))).text)
+    # the stream stops at the request, as the AI SDK's own server does: the turn waits
+    assert kinds(first) == ["start", "start-step", "tool-input-available",
+                            "tool-approval-request", "finish-step", "finish", "[DONE]"]
+    asked = first[3]
+    assert asked["toolCallId"] == first[2]["toolCallId"] and first[-2]["finishReason"] == \
+        "tool-calls"
+    assert not made.exists()
+    with daemon.client() as http:  # a resume while it waits shows the request, and stops
+        again = read_chunks(http.get(f"/api/chat/{cid}/stream").text)
+    assert kinds(again) == kinds(first)
+    answered = answer_message(first, approved)
+    rest = read_chunks(post_chat(daemon, body(cid, user(said("make the file")), answered)).text)
+    assert rest[0] == {"type": "start", "messageId": first[0]["messageId"]}
+    if approved:
+        assert kinds(rest) == ["start", "tool-output-available", "finish-step", "start-step",
+                               "text-start", "text-delta", "text-end", "finish-step",
+                               "finish", "[DONE]"]
+        assert rest[1]["toolCallId"] == asked["toolCallId"] and not rest[1]["output"]["isError"]
+        assert made.exists()
+    else:
+        assert kinds(rest)[:2] == ["start", "tool-output-denied"]
+        assert rest[1]["toolCallId"] == asked["toolCallId"]
+        assert not made.exists()
+    assert reply(rest) == "Done."
+    # the turn is gone: answering it again is refused, and nothing changes
+    gone = post_chat(daemon, body(cid, user(said("x")), answered))
+    refused(gone, 409, "approval_answered")
+    unknown = {**answered, "parts": [{**answered["parts"][1], "approval": {
+        "id": "0123456789abcdef", "approved": True}}]}
+    refused(post_chat(daemon, body(cid, unknown)), 404, "no_approval")
+    srv.add(text("Still here."))
+    assert reply(read_chunks(post_chat(daemon, body(cid, user(said("hi")))).text)) == \
+        "Still here."
+
+
+def test_an_approval_for_a_turn_that_is_gone_is_refused_and_nothing_runs(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n'
+                                      "[serve]\napproval_timeout = 0.5\n")
+    made = tmp_path / "late.txt"
+    with anthropic_server([tool_call("shell", {"command": f"touch {made}"}),
+                           text("It was not run.")]) as srv, \
+            start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
+                         cwd=tmp_path) as daemon:
+        cid = chat_id()
+        first = read_chunks(post_chat(daemon, body(cid, user(said("make it")))).text)
+        assert kinds(first)[-3] == "finish-step"
+        with daemon.client() as http:  # nobody answers: denied, and the turn ends
+            for _ in range(600):
+                if http.get(f"/api/chat/{cid}/stream").status_code == 204:
+                    break
+                time.sleep(0.05)
+        late = post_chat(daemon, body(cid, user(said("make it")),
+                                      answer_message(first, True)))
+        message = refused(late, 404, "approval_gone")
+        assert "nobody answered in time" in message
+        assert not made.exists()
+        srv.add(text("Here."))
+        assert reply(read_chunks(post_chat(daemon, body(cid, user(said("hi")))).text)) == \
+            "Here."

@@ -229,11 +229,8 @@ class UiChat:
         sid = body.session_id
         if not self.runner.exists(sid):
             raise no_session(sid)
-        approvals = getattr(self.runner, "approvals", None)
-        if approvals is None:
-            raise ApiError(409, "no_approvals", "this daemon asks no approvals")
         for approval_id, approved in body.approvals:
-            approvals.answer(sid, approval_id, "once" if approved else "deny")
+            self.runner.approvals.answer(sid, approval_id, "once" if approved else "deny")
         ids = [approval_id for approval_id, _ in body.approvals]
         turn_log = self.logs.running(sid)
         if turn_log is None:  # the turn runs in another daemon: its clients show the rest
