@@ -155,3 +155,38 @@ def test_the_ai_sdk_resumes_a_running_turn_and_reads_it_whole(npm, daemon, srv, 
     [tool] = [p for p in message["parts"] if p["type"] == "dynamic-tool"]
     assert tool["state"] == "output-available" and tool["output"]["text"] == "opened\n"
     assert client(npm, daemon, "resume", cid) == {"resumed": False}  # idle now: 204
+
+
+@pytest.fixture(scope="module")
+def asking(tmp_path_factory):
+    """A daemon whose shell runs ``echo *`` and asks a person for anything else."""
+    root = tmp_path_factory.mktemp("uistream-npm-shell")
+    home = root / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n')
+    with anthropic_server([]) as srv, \
+            start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
+                         cwd=root) as daemon:
+        yield {"srv": srv, "daemon": daemon, "root": root}
+        assert "Traceback" not in daemon.stderr()
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_the_ai_sdk_chat_answers_an_approval_and_sends_it_by_itself(npm, asking, decision):
+    srv, daemon, root = asking["srv"], asking["daemon"], asking["root"]
+    made = root / f"made-{decision}.txt"
+    srv.script.clear()
+    srv.add(tool_call("shell", {"command": f"touch {made}"}), text("Done."))
+    out = client(npm, daemon, "chat", chat_id(), "make the file", decision)
+    assert out["status"] == "ready" and out["errors"] == []
+    # the person's message, then one assistant message: the approval's answer went on it
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant"]
+    parts = out["messages"][1]["parts"]
+    [tool] = [p for p in parts if p["type"] == "dynamic-tool"]
+    assert tool["toolName"] == "shell" and tool["approval"]["approved"] is (decision == "approve")
+    assert tool["state"] == ("output-available" if decision == "approve" else "output-denied")
+    assert texts(out["messages"][1]) == "Done."
+    assert made.exists() is (decision == "approve")
+    # two requests: the message, then the answer the chat sent by itself
+    sent = [r["body"] for r in out["requests"]]
+    assert len(sent) == 2 and sent[1]["messages"][-1]["role"] == "assistant"
