@@ -114,7 +114,11 @@ def run(sequence) -> list[dict]:
     for name, data in [("message", {"turn_id": TURN, "session_id": "s", "turn": 1}),
                        *sequence, ("turn_end", {"turn_id": TURN, "stop_reason": "end_turn",
                                                 "usage": {"input_tokens": 1}})]:
-        out += chunks.feed(name, data)
+        shared = chunks.delta_only(name, data)  # the streams' shared bytes are the same
+        made = chunks.feed(name, data)
+        if shared is not None:
+            assert made == [{"type": "text-delta", "id": shared, "delta": data["text"]}]
+        out += made
     return out
 
 

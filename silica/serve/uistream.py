@@ -50,7 +50,7 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
-from silica.serve.bus import EventBus
+from silica.serve.bus import Event, EventBus
 from silica.serve.replay import TurnLog
 
 PING_EVERY = 15.0
@@ -180,6 +180,15 @@ class TurnChunks:
                                         "stop_reason": reason}})
         self.ended = True
         return out
+
+    def delta_only(self, event: str, data: Any) -> str | None:
+        """The open text part's id when ``event`` makes only a ``text-delta`` of it (the
+        chunk any stream at the same point makes: its bytes can be shared); else ``None``."""
+        if event != "text_delta" or self.text_id is None or self.results or self.ended \
+                or not isinstance(data, dict) or data.get("turn_id") != self.turn_id:
+            return None
+        text = data.get("text")
+        return self.text_id if isinstance(text, str) and text else None
 
     # -- a stream that pauses and goes on -----------------------------------------------
 
@@ -311,6 +320,16 @@ async def _chunks(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
                 yield b": ping\n\n"
                 continue
             event, data = item
+            shared = chunks.delta_only(event, data)
+            if shared is not None and isinstance(item, Event):
+                # a reply's pieces: encoded once for every stream at the same point
+                wires = item.__dict__.setdefault("ui", {})
+                wire = wires.get(shared)
+                if wire is None:
+                    wire = wires[shared] = encode({"type": "text-delta", "id": shared,
+                                                   "delta": data["text"]})
+                yield wire
+                continue
             made = chunks.feed(event, data)
             if made:
                 yield b"".join(encode(chunk) for chunk in made)
