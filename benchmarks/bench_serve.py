@@ -18,10 +18,16 @@ local Anthropic Messages API (``tests/wire``) run in this process.
    or an SSE reader of ``GET /sessions/{sid}/events`` straight off the socket.
    The judged rows: the LAST delta of a short reply (``--short-pieces`` pieces ``--gap``
    apart, then the end of the stream at once: the moment a person sees the reply complete),
-   ``--clients`` Socket.IO clients on one session and ``--clients`` SSE clients on another,
-   the two sessions' turns interleaved, a warm-up turn each then ``--short-turns`` each; p50
-   with min and max over every last delta on every client. Report only: the pieces of
-   ``--turns`` long replies of ``--chunks`` pieces (every piece but the last), per transport.
+   ``--clients`` Socket.IO clients on one session, ``--clients`` SSE clients on another and
+   ``--clients`` AI SDK UI stream clients on a third, the three sessions' turns interleaved,
+   a warm-up turn each then ``--short-turns`` each; p50 with min and max over every last
+   delta on every client, and the UI stream's p50 against SSE's. A UI stream turn is posted
+   to ``POST /api/chat`` (its stream read to the end by the poster) and each client reads it
+   with ``GET /api/chat/{sid}/stream`` (a keep-alive connection, one request per turn): the
+   wire server holds the reply's first piece until every client has the stream, as the
+   other transports' clients are subscribed before a turn begins. Report only: the pieces of
+   ``--turns`` long replies of ``--chunks`` pieces (every piece but the last), per transport
+   (Socket.IO and SSE).
 2. ``--sessions`` sessions each post a message with 3 different 1600x1000 screenshots
    (multipart, ``?wait=true``) at once to a fresh daemon: every one must answer 200, and the
    daemon's peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) must stay low.
@@ -48,6 +54,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,6 +86,7 @@ from wire.anthropic_wire import render as anthropic_render  # noqa: E402
 from wire.server import Wire, WireServer, serve  # noqa: E402
 
 LATENCY_P50 = 0.005  # the last delta's p50
+UI_VS_SSE = 1.2  # the UI stream's last-delta p50 against SSE's
 RSS_TARGET = 300_000_000
 HISTORY_SIZE, HISTORY_P50 = 50_000, 0.020
 OVERHEAD_TARGET = 0.030
@@ -101,6 +109,7 @@ class Provider:
     server: Any = None  # the WireServer
     gap: float = 0.0
     own: list[float] = field(default_factory=list)
+    hold: threading.Event | None = None  # set: a reply's first piece may go
 
 
 class StampedChunks(list):
@@ -112,8 +121,12 @@ class StampedChunks(list):
         self.provider, self.started = provider, time.perf_counter()
 
     def __iter__(self):
+        held = self.provider.hold
         for chunk in list.__iter__(self):
             if STAMP in chunk:
+                if held is not None:
+                    held.wait(STEP_TIMEOUT)
+                    held = None
                 time.sleep(self.provider.gap)
                 chunk = chunk.replace(STAMP, b"%020d" % time.perf_counter_ns(), 1)
             yield chunk
@@ -222,26 +235,18 @@ class SseClient(Listener):
         await asyncio.wait_for(self.ready.wait(), 60)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
-        pending = b""
-        while True:
-            size = int((await reader.readline()).split(b";")[0], 16)
-            chunk = await reader.readexactly(size + 2)
-            if size == 0:
-                return
-            pending += chunk[:-2]
-            *blocks, pending = pending.split(b"\n\n")
-            for block in blocks:
-                if block.startswith(b":"):
-                    self.ready.set()
-                    continue
-                name, data = "", b""
-                for line in block.split(b"\n"):
-                    if line.startswith(b"event:"):
-                        name = line[6:].strip().decode()
-                    elif line.startswith(b"data:"):
-                        data = line[5:]
-                if name in ("text_delta", "turn_end"):
-                    self.heard(name, json.loads(data))
+        async for block in sse_blocks(reader):
+            if block.startswith(b":"):
+                self.ready.set()
+                continue
+            name, data = "", b""
+            for line in block.split(b"\n"):
+                if line.startswith(b"event:"):
+                    name = line[6:].strip().decode()
+                elif line.startswith(b"data:"):
+                    data = line[5:]
+            if name in ("text_delta", "turn_end"):
+                self.heard(name, json.loads(data))
 
     async def close(self) -> None:
         if self.task is not None:
@@ -250,6 +255,74 @@ class SseClient(Listener):
                 await self.task
         if self.writer is not None:
             self.writer.close()
+
+
+async def sse_blocks(reader: asyncio.StreamReader):
+    """The server-sent events of a chunked HTTP/1.1 body, as they arrive, until it ends."""
+    pending = b""
+    while True:
+        size = int((await reader.readline()).split(b";")[0], 16)
+        chunk = await reader.readexactly(size + 2)
+        if size == 0:
+            return
+        pending += chunk[:-2]
+        *blocks, pending = pending.split(b"\n\n")
+        for block in blocks:
+            yield block
+
+
+class UiClient(Listener):
+    """An AI SDK UI stream client: each turn, ``GET /api/chat/{sid}/stream`` on a connection
+    of its own (a connection idle between turns is closed by the daemon's header timeout),
+    read straight off the socket like ``SseClient``."""
+
+    def __init__(self, url: str, sid: str) -> None:
+        super().__init__()
+        self.url, self.sid = url, sid
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self.host, self.port = self.url.removeprefix("http://").split(":")
+        auth = f"\r\nAuthorization: Bearer {TOKEN}" if TOKEN else ""
+        self.request = (f"GET /api/chat/{self.sid}/stream HTTP/1.1\r\nHost: {self.host}:"
+                        f"{self.port}\r\nAccept: text/event-stream{auth}\r\n\r\n").encode()
+
+    async def turn(self, connected: asyncio.Event) -> None:
+        """Read the running turn's stream to its end; ``connected`` once it has begun."""
+        await self.close()
+        reader, self.writer = await asyncio.open_connection(self.host, int(self.port))
+        self.writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert b" 200 " in head.split(b"\r\n")[0], head
+        async for block in sse_blocks(reader):
+            connected.set()
+            if not block.startswith(b"data: {"):
+                continue
+            chunk = json.loads(block[6:])
+            if chunk["type"] == "text-delta":
+                self.heard("text_delta", {"text": chunk["delta"]})
+            elif chunk["type"] == "finish":
+                self.heard("turn_end", chunk)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+async def ui_turns(listeners: list[UiClient], turns: int) -> None:
+    """Each turn: wait for ``go`` on stdin, have every client read the turn's stream, say
+    ``in`` once every one has begun, and wait until every one has read it to the end."""
+    loop = asyncio.get_running_loop()
+    for _ in range(turns):
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if line.strip() != "go":
+            raise RuntimeError(f"expected go, got {line!r}")
+        begun = [asyncio.Event() for _ in listeners]
+        reads = [asyncio.ensure_future(x.turn(b)) for x, b in zip(listeners, begun, strict=True)]
+        await asyncio.wait_for(asyncio.gather(*(b.wait() for b in begun)), STEP_TIMEOUT)
+        print("in", flush=True)
+        await asyncio.wait_for(asyncio.gather(*reads), STEP_TIMEOUT)
 
 
 async def until(predicate, what: str, timeout: float = STEP_TIMEOUT) -> None:
@@ -264,12 +337,14 @@ async def worker(kind: str, url: str, sid: str, count: int, turns: int) -> None:
     """Hold ``count`` clients of the session; print ``ready``, then once each has seen
     ``turns`` turns end, one JSON line: the latencies (of pieces, and of last deltas) and the
     CPU time it took meanwhile."""
-    listeners: list[Any] = [SioClient(url, sid) if kind == "socket.io" else SseClient(url, sid)
-                            for _ in range(count)]
+    kinds = {"socket.io": SioClient, "sse": SseClient, "uistream": UiClient}
+    listeners: list[Any] = [kinds[kind](url, sid) for _ in range(count)]
     for listener in listeners:
         await listener.open()
     print("ready", flush=True)
     cpu = time.process_time()
+    if kind == "uistream":
+        await ui_turns(listeners, turns)
     await until(lambda: all(x.ends >= turns for x in listeners), f"{turns} turns")
     for listener in listeners:
         await listener.close()
@@ -319,6 +394,7 @@ class Workers:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, __file__, "--worker", kind, daemon.url, sid, str(share),
                      str(turns)], stdout=subprocess.PIPE, stderr=log, text=True,
+                    stdin=subprocess.PIPE if kind == "uistream" else None,
                     env={**os.environ, "SILICA_SERVE_TOKEN": daemon.token or ""}))
 
     def ready(self) -> None:
@@ -326,6 +402,20 @@ class Workers:
             assert w.stdout is not None
             if w.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"a {self.kind} client worker failed; see {self.log}")
+
+    def go(self) -> None:
+        """UI stream workers: read this turn's stream; back once every client has begun."""
+        for w in self.procs:
+            assert w.stdin is not None
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        for i, w in enumerate(self.procs):
+            assert w.stdout is not None
+            said = w.stdout.readline().strip()
+            if said != "in":
+                log = self.log.with_name(f"{self.log.stem[:-1]}{i}.log")
+                raise RuntimeError(f"a {self.kind} client worker said {said[:200]!r}, not in: "
+                                   f"{log.read_text()[-2000:] if log.exists() else ''}")
 
     def heard(self) -> list[dict]:
         """What each worker heard, once they are done."""
@@ -343,6 +433,27 @@ def post_turn(http: Any, provider: Provider, sid: str, reply: Any, what: str) ->
     sent = http.post(f"/sessions/{sid}/messages", params={"wait": "true"},
                      json={"message": what})
     assert sent.status_code == 200, sent.text
+
+
+def post_chat_turn(http: Any, provider: Provider, sid: str, reply: Any, what: str,
+                   workers: Workers) -> None:
+    """A turn through ``POST /api/chat``, its stream read to the end; the workers' clients
+    read it too, the reply held until they all have it."""
+    provider.server.add(reply)
+    provider.hold = threading.Event()
+    try:
+        with http.stream("POST", "/api/chat", json={
+                "id": sid, "trigger": "submit-message",
+                "messages": [{"id": "m", "role": "user",
+                              "parts": [{"type": "text", "text": what}]}]}) as sent:
+            assert sent.status_code == 200, sent.read()
+            workers.go()
+            provider.hold.set()
+            body = sent.read()
+        assert body.endswith(b"data: [DONE]\n\n"), body[-300:]
+    finally:
+        provider.hold.set()
+        provider.hold = None
 
 
 def latency_run(root: Path, daemon: Daemon, provider: Provider, kind: str, clients: int,
@@ -377,7 +488,7 @@ def last_delta_run(root: Path, daemon: Daemon, provider: Provider,
     """Per transport, ``--clients`` clients of its own session; the two sessions take turns
     (``interleaved``): a warm-up turn each, then ``--short-turns`` short replies each, of
     ``--short-pieces`` pieces whose last is marked. The latencies are of the last deltas."""
-    kinds = ("socket.io", "sse")
+    kinds = ("socket.io", "sse", "uistream")
     sids = {kind: session(daemon) for kind in kinds}
     groups: dict[str, Workers] = {}
     try:
@@ -388,8 +499,12 @@ def last_delta_run(root: Path, daemon: Daemon, provider: Provider,
         provider.gap = opts.gap
         with daemon.client(timeout=STEP_TIMEOUT) as http:
             def turn(kind: str) -> float:
-                post_turn(http, provider, sids[kind], stamped_reply(opts.short_pieces,
-                                                                     last=True), "a short one")
+                reply = stamped_reply(opts.short_pieces, last=True)
+                if kind == "uistream":
+                    post_chat_turn(http, provider, sids[kind], reply, "a short one",
+                                   groups[kind])
+                else:
+                    post_turn(http, provider, sids[kind], reply, "a short one")
                 return 0.0
 
             for kind in kinds:  # the warm-up turns
@@ -418,13 +533,15 @@ def quantile(xs: list[float], q: float) -> float:
 
 
 def bench_latency(root: Path, daemon: Daemon, provider: Provider, opts: Any) -> list[Row]:
-    note(f"last-delta latency: {opts.clients} Socket.IO clients and {opts.clients} SSE "
-         f"clients, {opts.short_turns} short replies ({opts.short_pieces} pieces "
-         f"{ms(opts.gap, 0)} apart) each, interleaved")
+    note(f"last-delta latency: {opts.clients} Socket.IO, {opts.clients} SSE and "
+         f"{opts.clients} UI stream clients, {opts.short_turns} short replies "
+         f"({opts.short_pieces} pieces {ms(opts.gap, 0)} apart) each, interleaved")
     rows = []
     short = last_delta_run(root, daemon, provider, opts)
+    labels = {"socket.io": "Socket.IO (websocket)", "sse": "SSE",
+              "uistream": "AI SDK UI stream (GET /api/chat/{sid}/stream)"}
     for kind, run in short.items():
-        label = "Socket.IO (websocket)" if kind == "socket.io" else "SSE"
+        label = labels[kind]
         p50 = quantile(run.latencies, 0.5)
         rows.append(Row.judged(
             f"last delta of a short reply, {opts.clients} {label} clients of one session: "
@@ -437,11 +554,18 @@ def bench_latency(root: Path, daemon: Daemon, provider: Provider, opts: Any) -> 
         if run.missing:
             rows.append(Row(f"{label}: last deltas that never reached a client",
                             f"{run.missing:,}", "", "none", "WARN"))
+    ui, sse = (quantile(short[k].latencies, 0.5) for k in ("uistream", "sse"))
+    rows.append(Row.judged(
+        f"last delta, the same short reply, {opts.clients} clients each: AI SDK UI stream "
+        "(/api/chat) against SSE (/sessions/{sid}/events)",
+        f"p50 {ms(ui, 2)} vs {ms(sse, 2)}", ui / sse / UI_VS_SSE,
+        f"{ui / sse:.2f}× SSE", f"≤ {UI_VS_SSE}× SSE", ui <= UI_VS_SSE * sse))
     run = next(iter(short.values()))
-    rows.append(Row(f"the daemon's CPU during the {2 * opts.short_turns} short turns "
+    turns = len(short) * opts.short_turns
+    rows.append(Row(f"the daemon's CPU during the {turns} short turns "
                     f"({run.wall:.1f} s)", f"{run.daemon_cpu:.2f} s "
                     f"({run.daemon_cpu / run.wall:.0%} of a core)",
-                    f"{run.daemon_cpu / (2 * opts.short_turns) * 1e3:.1f} ms per turn",
+                    f"{run.daemon_cpu / turns * 1e3:.1f} ms per turn",
                     "report only", "INFO"))
     for kind in ("socket.io", "sse"):
         label = "Socket.IO (websocket)" if kind == "socket.io" else "SSE"
