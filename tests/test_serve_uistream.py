@@ -302,6 +302,8 @@ def test_the_ui_stream_needs_the_token_as_every_route_does(daemon):
         assert http.post("/api/chat", json=body("c2", user(said("x")))).status_code == 401
         assert http.get("/api/chat/c2/stream").status_code == 401
     assert "c2" not in sessions(daemon)
+    with daemon.client() as http:  # a bearer header is all a program needs
+        refused(http.get("/api/chat/c2/stream"), 404, "no_session")
 
 
 # -- approvals -----------------------------------------------------------------------------
