@@ -39,7 +39,10 @@ A stream shows one turn: from its start (a replay of what it said so far, then l
 where a client left it (``start``: events already seen, after an approval). It pauses, ending
 with ``finish-step``, ``finish`` (``tool-calls``) and ``[DONE]``, once it has shown an approval
 request that waits for an answer: the client sends the answer in its next ``POST /api/chat``,
-whose stream goes on from there.
+whose stream goes on from there with a ``start`` and no new step (the client's message goes on
+in the step it was in, where its tools wait for their approvals). A reply's text pieces are
+encoded once for every stream at the same point (``delta_only``), as SSE encodes each event
+once.
 """
 
 from __future__ import annotations
