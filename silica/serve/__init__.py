@@ -7,7 +7,9 @@ The modules, top to bottom: ``app`` (the routes, thin), ``turns`` (one turn per 
 in the background), ``asking`` (tools' requests for values put to the session's clients),
 ``events`` (a turn's ``AgentEvents`` made bus events, in order), ``bus``
 (the event bus: in-process fan-out to SSE streams and Socket.IO rooms; ``redis_bus`` shares it
-between daemons), ``sse`` and ``sio`` (the two transports),
+between daemons), ``sse`` and ``sio`` (two transports), ``uistream`` and ``uichat`` (the
+third: the AI SDK UI message stream and its chat requests; ``replay`` keeps running turns'
+events for it),
 ``history`` (sessions and their histories as JSON, images as refs with URLs), ``auth`` (token,
 cookie, Host and Origin checks), ``workspaces`` (where a session's tools run), ``uploads``
 (the message intake), ``options`` and ``errors``, ``daemon`` (uvicorn, the start line, a
