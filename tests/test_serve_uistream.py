@@ -243,6 +243,22 @@ def test_a_body_of_ten_thousand_parts_is_refused_and_nothing_is_stored(daemon, s
     spread = body(cid, *[user(said("x")) for _ in range(3_000)])
     refused(post_chat(daemon, spread), 413, "too_many_parts")
     assert cid not in sessions(daemon)
+    # a body bigger than a message with its history may be (refused from its length,
+    # before it is read): the same advice
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=60)
+    conn.putrequest("POST", "/api/chat")
+    for name, value in {**daemon.headers, "Content-Type": "application/json",
+                        "Content-Length": str(10**10)}.items():
+        conn.putheader(name, value)
+    conn.endheaders(b'{"id": "' + cid.encode() + b'", "messages": [')
+    answer = conn.getresponse()
+    problem = json.loads(answer.read())["error"]
+    conn.close()
+    assert (answer.status, problem["code"]) == (413, "body_too_large")
+    assert "send only the last message" in problem["message"]
+    assert cid not in sessions(daemon)
 
 
 @pytest.mark.parametrize("declared, data_url_type, bytes_kind", [

@@ -48,7 +48,7 @@ from silica.serve.errors import ApiError, no_session
 from silica.serve.replay import TurnLogs
 from silica.serve.turns import TurnRunner
 from silica.serve.uistream import answered_stream, ui_stream
-from silica.serve.uploads import json_body, json_cap
+from silica.serve.uploads import UploadRefused, json_body, json_cap
 
 MAX_PARTS = 5000  # parts of every message of a body together
 MAX_MESSAGE_PARTS = 200  # parts of the last message
@@ -204,6 +204,17 @@ class UiChat:
         self.runner, self.bus, self.logs = runner, bus, logs
 
     async def post(self, request: Request) -> Response:
+        try:
+            return await self._post(request)
+        except UploadRefused as exc:
+            if exc.code != "body_too_large":
+                raise
+            raise UploadRefused(413, exc.code, f"{exc.message}. silica keeps the chat's "
+                                "history itself: send only the last message "
+                                "(prepareSendMessagesRequest in the AI SDK's transport)") \
+                from None
+
+    async def _post(self, request: Request) -> Response:
         runner = self.runner
         cap = json_cap(runner.options.settings.images) + HISTORY_BYTES
         async with json_body(request, cap=cap, budget=runner.bodies, example=EXAMPLE) as doc:
