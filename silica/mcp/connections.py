@@ -32,6 +32,10 @@ What a caller may rely on:
   the one call in flight on that connection (or the oldest, if every call in flight has
   the same asker; if their askers differ it is declined: silica cannot tell whose it is).
 - ``add_listener(callback)`` hears about every tool list that changed on a live connection.
+- Every connection declares the MCP Apps extension (``silica.mcp.apps``);
+  ``read_resource`` reads a resource (an app's ``ui://`` HTML) and ``call_for_app`` calls a
+  tool for an app, giving the server's own ``CallToolResult``; both raise
+  ``McpServerError``.
 - At exit (``atexit``; SIGTERM too, see ``stop_on_sigterm``) every connection is closed: a
   stdio server's stdin is closed, then its process group (its own session) is ended.
 """
@@ -56,6 +60,7 @@ from typing import Any, TypeVar
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings
 from silica.elicitation import Asker
+from silica.mcp import apps
 from silica.mcp.asking import ASKING, ELICIT_TIMEOUT, CallAsking, noted
 from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
 from silica.mcp.client import (
@@ -221,7 +226,8 @@ class _Connection:
                 self.name, self.server, tail.writer if tail else None, start,
                 self.manager.sandbox))
             async with Client(streams, message_handler=on_message, cache=None,
-                              elicitation_callback=self._elicited) as client:
+                              elicitation_callback=self._elicited,
+                              extensions=apps.extensions()) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()
@@ -455,6 +461,26 @@ class McpConnections:
         except McpServerError as exc:
             return noted(ToolResult.error(str(exc)), asking.note(name))
         return noted(await result_of(name, result, read_resource), asking.note(name))
+
+    async def read_resource(self, name: str, server: McpServerSettings, uri: str,
+                            default_timeout: float) -> Any:
+        """``resources/read`` of ``uri`` on the server's live connection (the SDK's
+        ``ReadResourceResult``); ``McpServerError`` saying why when it cannot be read."""
+        conn = self._connection(name, server, default_timeout)
+        try:
+            return await self._hop(conn.read_resource(uri))
+        except McpServerError:
+            raise
+        except Exception as exc:
+            raise McpServerError(explain(exc, name, server, conn.timeout,
+                                         f"the read of {uri[:200]}", True, "", [])) from None
+
+    async def call_for_app(self, name: str, server: McpServerSettings, tool: str,
+                           arguments: dict, default_timeout: float) -> Any:
+        """Call ``tool`` for an MCP App: the SDK's ``CallToolResult`` as the server sent it
+        (an app reads its ``structuredContent``); ``McpServerError`` when it fails."""
+        conn = self._connection(name, server, default_timeout)
+        return await self._hop(conn.call(tool, arguments))
 
     # -- list changes ---------------------------------------------------------------------
 
