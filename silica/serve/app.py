@@ -14,6 +14,9 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
     GET    /sessions/{sid}/events             server-sent events
     POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
+    GET    /sessions/{sid}/apps/{call_id}     the MCP App of a call's result (HTML, CSP, data)
+    POST   /sessions/{sid}/apps/{call_id}/calls  {"name", "arguments"}: a call from that app
+    GET    /apps/sandbox                      the apps' sandbox page (other loopback name only)
     /socket.io                                Socket.IO, namespace /events
 
 Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
@@ -44,8 +47,9 @@ from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
 from silica.serve import history as views
+from silica.serve.apps import AppHost, sandbox_origin
 from silica.serve.asking import ANSWER_EXAMPLE
-from silica.serve.auth import Guard
+from silica.serve.auth import SANDBOX_PATH, Guard
 from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
@@ -73,6 +77,7 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 _TRUE = {"1", "true", "yes", "on"}
+_APP_CALL_EXAMPLE = '{"name": "get-time", "arguments": {}}'
 _SESSION_EXAMPLE = '{"agent": "...", "provider": "...", "model": "...", "workspace": "..."}'
 
 
@@ -152,6 +157,7 @@ class Routes:
     def __init__(self, options: ServeOptions, runner: TurnRunner, bus: EventBus) -> None:
         self.options, self.runner, self.bus = options, runner, bus
         self.home = options.home
+        self.apps = AppHost(options)
 
     def table(self) -> list[Route]:
         return [
@@ -164,12 +170,20 @@ class Routes:
             Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
             Route("/sessions/{sid}/events", self.events, methods=["GET"]),
             Route("/sessions/{sid}/elicitations/{eid}", self.elicitation, methods=["POST"]),
+            Route("/sessions/{sid}/apps/{call_id}", self.app_of_call, methods=["GET"]),
+            Route("/sessions/{sid}/apps/{call_id}/calls", self.app_call, methods=["POST"]),
+            Route(SANDBOX_PATH, self.sandbox, methods=["GET"]),
         ]
 
     # -- the page -------------------------------------------------------------------------
 
     async def page(self, request: Request) -> Response:
-        return self._static_file("index.html")
+        response = self._static_file("index.html")
+        sandbox = sandbox_origin(request.headers.get("host", ""), request.url.scheme)
+        if sandbox:  # its MCP Apps' frames come from there, and nothing else may be framed
+            policy = response.headers["Content-Security-Policy"]
+            response.headers["Content-Security-Policy"] = f"{policy}; frame-src {sandbox}"
+        return response
 
     async def static(self, request: Request) -> Response:
         return self._static_file(request.path_params["name"])
@@ -278,6 +292,22 @@ class Routes:
                                 what="an answer", optional=False)
         answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
+
+    # -- MCP Apps (silica.serve.apps) --------------------------------------------------------
+
+    async def app_of_call(self, request: Request) -> Response:
+        sid = self._sid(request)
+        return JSONResponse(await self.apps.app(sid, request.path_params["call_id"]))
+
+    async def app_call(self, request: Request) -> Response:
+        sid = self._sid(request)
+        body = await _json_body(request, ("name", "arguments"), example=_APP_CALL_EXAMPLE,
+                                what="a call", optional=False)
+        return JSONResponse(await self.apps.call(sid, request.path_params["call_id"],
+                                                 body.get("name"), body.get("arguments")))
+
+    async def sandbox(self, request: Request) -> Response:
+        return self.apps.sandbox(request)
 
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]

@@ -15,6 +15,9 @@ WebSocket request:
    redirects to ``/``: the link ``silica serve`` prints. Socket.IO checks the token in its
    connect handler instead (``auth={"token": T}``, the header, or the cookie), since a
    client sends it there; a CORS preflight carries no credentials, so it is let through.
+   The MCP Apps sandbox page (``SANDBOX_PATH``, GET only) needs no token either: it is
+   served on the daemon's other loopback name, where the browser has no cookie, holds
+   nothing, and may be framed only by the page (``silica.serve.apps``).
 
 A refusal is the JSON error of every route (401 with ``WWW-Authenticate: Bearer``, 403).
 """
@@ -34,6 +37,7 @@ from silica.serve.options import is_loopback
 
 COOKIE = "silica_token"
 SOCKETIO_PATH = "/socket.io"
+SANDBOX_PATH = "/apps/sandbox"  # the MCP Apps sandbox page (silica.serve.apps): no token
 
 
 def token_from(headers: Mapping[str, str]) -> str | None:
@@ -124,6 +128,8 @@ class Guard:
                 "to [serve] cors_origins in config.toml"))
         path = scope.get("path", "")
         if not self.token or path == SOCKETIO_PATH or path.startswith(SOCKETIO_PATH + "/"):
+            return None
+        if path == SANDBOX_PATH and scope.get("method") in ("GET", "HEAD"):
             return None
         if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
             return None  # a CORS preflight carries no credentials; CORSMiddleware answers it
