@@ -44,9 +44,9 @@ function rpc(method, params) {
   window.parent.postMessage({jsonrpc: "2.0", id, method, params}, "*");
   return new Promise((resolve) => pending.set(id, resolve));
 }
-async function attempt(url) {
+async function attempt(url, credentials = "omit") {
   try {
-    const r = await fetch(url, {credentials: "include"});
+    const r = await fetch(url, {credentials});
     return "status " + r.status;
   } catch (e) { return "failed"; }
 }
@@ -55,8 +55,8 @@ async function run(args) {
   catch (e) { results.parent = "blocked " + e.name; }
   try { results.top = "read " + window.top.document.cookie; }
   catch (e) { results.top = "blocked " + e.name; }
-  results.daemon = await attempt(args.daemon + "/sessions");
-  results.sandbox = await attempt(args.sandbox + "/sessions");
+  results.daemon = await attempt(args.daemon + "/sessions", "include");
+  results.sandbox = await attempt(args.sandbox + "/sessions", "include");
   results.allowed = await attempt(args.allowed);
   results.blocked = await attempt(args.blocked);
   results.app_tool = await rpc("tools/call", {name: "app_tool", arguments: {}});

@@ -1,5 +1,6 @@
 // The silica serve page: the HTTP API through fetch, a session's events through EventSource.
 // Text from models, tools and files is only ever inserted as text nodes, never parsed as HTML.
+import { showApp, teardownApps } from "./apps.js";
 
 const $ = (id) => document.getElementById(id);
 const log = $("log");
@@ -214,6 +215,7 @@ function toolResult(view, { call_id, name, is_error, text, images = [] }) {
     images.length ? el("div", { class: "images" }, ...images.map(picture)) : null);
   if (!text && !images.length) tool.output.append(el("p", { class: "meta" }, "(no output)"));
   for (const image of images) view.images.add(image.image_id);
+  showApp(tool.output, { sid: state.sid, callId: call_id, name, api }); // an MCP App, if any
 }
 
 function note(view, className, text) {
@@ -222,6 +224,7 @@ function note(view, className, text) {
 }
 
 function renderHistory(history) {
+  teardownApps();
   state.turns.clear();
   log.replaceChildren();
   $("session-title").textContent = history.title || "Untitled session";
@@ -531,6 +534,7 @@ async function openSession(sid, { reconnect = false } = {}) {
 }
 
 function closeSession() {
+  teardownApps("the session was closed");
   state.source?.close();
   state.source = null;
   state.sid = null;
