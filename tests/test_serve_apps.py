@@ -149,6 +149,7 @@ def test_the_basic_example_app_renders_sandboxed_gets_its_result_and_calls_its_s
     app = sandbox.frame_locator("iframe")
     shown = app.locator("#server-time")
     expect(shown).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT"))  # from the tool result
+    expect(outer).not_to_have_css("height", "120px")  # sized as the app asked (size-changed)
     first = shown.text_content()
     page.wait_for_timeout(20)  # the server's clock must move on for the next answer to differ
     app.get_by_role("button", name="Get Server Time").click()  # the app calls its server
