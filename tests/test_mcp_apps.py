@@ -1,6 +1,7 @@
 """MCP Apps on silica's MCP client side, against a real server (``mcp_fixtures/apps_server.py``):
 silica declares the extension, keeps each tool's ``_meta.ui``, and never offers a model a
-tool whose visibility leaves the model out, nor runs it for one."""
+tool whose visibility leaves the model out, nor runs it for one; an app's HTML is read from a
+stdio server within ``APP_ANSWER_MAX``, never held whole past it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from silica.config import McpServerSettings, McpSettings, SandboxSettings, Settings
+from silica.mcp.bounded import APP_ANSWER_MAX, TOO_LARGE, BoundedLines, RequestWatch
 from silica.tools.toolbox import Toolbox
 
 SERVER = Path(__file__).parent / "mcp_fixtures" / "apps_server.py"
@@ -54,3 +58,49 @@ def test_an_app_only_tool_is_never_offered_to_the_model_nor_run_for_it(box):
     refused = asyncio.run(asyncio.wait_for(box.acall("hostile__app_tool", {}), AWAIT_TIMEOUT))
     assert refused.is_error and "a model may not call it" in refused.text
     assert "ran" not in refused.text
+
+
+# -- an app's HTML is read within bounds -------------------------------------------------
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    async def send(self, item: bytes) -> None:
+        self.sent.append(item)
+
+
+def read_request(rid, uri: str = "ui://a/app") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "resources/read",
+                       "params": {"uri": uri}}).encode() + b"\n"
+
+
+def test_an_answer_to_an_app_read_is_refused_past_its_bound_without_being_held_whole():
+    lines, sink = BoundedLines(None), Sink()
+    watch = RequestWatch(sink, lines)
+    asyncio.run(watch.send(read_request(7)))
+    asyncio.run(watch.send(read_request(8, "file:///a.png")))  # not an app: no bound
+    assert sink.sent == [read_request(7), read_request(8, "file:///a.png")]
+    assert lines.limits == {7: APP_ANSWER_MAX}
+    lines.feed(b'{"jsonrpc":"2.0","id":7,"result":{"contents":[{"uri":"ui://a/app","text":"')
+    chunk = b"x" * 65536
+    held = 0
+    for _ in range(2 * APP_ANSWER_MAX // len(chunk)):
+        lines.feed(chunk)
+        held = max(held, len(lines._held))
+    lines.feed(b'"}]}}\n')
+    assert held <= APP_ANSWER_MAX + len(chunk)  # never the whole answer
+    answer = json.loads(bytes(lines._ready))
+    assert answer["id"] == 7 and answer["error"]["data"] == TOO_LARGE
+    assert "over 8,388,608 bytes" in answer["error"]["message"]
+    assert lines.limits == {}
+
+
+@given(st.binary(max_size=400) | st.builds(read_request, st.integers() | st.text(max_size=8)
+                                           | st.none() | st.booleans()))
+def test_whatever_silica_writes_to_a_server_passes_unchanged(item):
+    lines, sink = BoundedLines(None), Sink()
+    asyncio.run(RequestWatch(sink, lines).send(item))
+    assert sink.sent == [item]
+    assert all(isinstance(k, int | str) and not isinstance(k, bool) for k in lines.limits)

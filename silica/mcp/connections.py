@@ -62,11 +62,13 @@ from silica.config import McpServerSettings
 from silica.elicitation import Asker
 from silica.mcp import apps
 from silica.mcp.asking import ASKING, ELICIT_TIMEOUT, CallAsking, noted
-from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
+from silica.mcp.bounded import MAX_TOOLS, TOO_LARGE, BoundedLines, RequestWatch, cut_note
 from silica.mcp.client import (
     STDERR_DRAIN,
+    AnswerTooLarge,
     McpServerError,
     StderrTail,
+    _leaf,
     complete_by_default,
     explain,
     lost,
@@ -465,15 +467,23 @@ class McpConnections:
     async def read_resource(self, name: str, server: McpServerSettings, uri: str,
                             default_timeout: float) -> Any:
         """``resources/read`` of ``uri`` on the server's live connection (the SDK's
-        ``ReadResourceResult``); ``McpServerError`` saying why when it cannot be read."""
+        ``ReadResourceResult``); ``McpServerError`` saying why when it cannot be read,
+        ``AnswerTooLarge`` when a stdio server's answer to the read of an app (``ui://``)
+        was cut off for its length (``silica.mcp.bounded``)."""
+        from mcp.shared.exceptions import MCPError
+
         conn = self._connection(name, server, default_timeout)
         try:
             return await self._hop(conn.read_resource(uri))
         except McpServerError:
             raise
         except Exception as exc:
-            raise McpServerError(explain(exc, name, server, conn.timeout,
-                                         f"the read of {uri[:200]}", True, "", [])) from None
+            message = explain(exc, name, server, conn.timeout, f"the read of {uri[:200]}",
+                              True, "", [])
+            leaf = _leaf(exc)
+            if isinstance(leaf, MCPError) and leaf.data == TOO_LARGE:
+                raise AnswerTooLarge(message) from None
+            raise McpServerError(message) from None
 
     async def call_for_app(self, name: str, server: McpServerSettings, tool: str,
                            arguments: dict, default_timeout: float) -> Any:
@@ -681,7 +691,9 @@ def _record_spawns() -> None:
     async def recording(*args: Any, **kwargs: Any) -> Any:
         process = await spawn(*args, **kwargs)
         if getattr(process, "_stdout", None) is not None:  # anyio's asyncio process
-            process._stdout = BoundedLines(process._stdout)
+            process._stdout = lines = BoundedLines(process._stdout)
+            if getattr(process, "_stdin", None) is not None:
+                process._stdin = RequestWatch(process._stdin, lines)
         pids = _SPAWNED.get()
         if pids is not None:
             pids.append(process.pid)

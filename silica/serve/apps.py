@@ -80,8 +80,8 @@ class AppHost:
         call's input and result; ``ApiError`` 404 when the call or its app is not there."""
         call, result = await self._call_of(sid, call_id)
         server_name, server, tool = await self._tool_of(call.name)
-        from silica.mcp.apps import app_resource, result_for_app, tool_ui
-        from silica.mcp.client import McpServerError
+        from silica.mcp.apps import MAX_APP_BYTES, app_resource, result_for_app, tool_ui
+        from silica.mcp.client import AnswerTooLarge, McpServerError
         from silica.mcp.connections import connections
 
         uri = tool_ui(tool).resource_uri
@@ -90,6 +90,9 @@ class AppHost:
         try:
             read = await connections().read_resource(server_name, server, uri,
                                                      self.settings.mcp.timeout)
+        except AnswerTooLarge:
+            raise ApiError(413, "app_too_large", f"{uri[:200]} is over {MAX_APP_BYTES:,} "
+                           "bytes; silica shows the tool's text result instead") from None
         except McpServerError as exc:
             raise ApiError(502, "app_unreadable", str(exc)) from None
         resource = await asyncio.to_thread(app_resource, uri, read)
