@@ -681,7 +681,8 @@ def _record_spawns() -> None:
     """Wrap the SDK's spawn of a stdio server so each connection learns its server's pid
     (the SDK starts it in a new session: the pid is also its process group), and so the
     server's stdout is read through ``BoundedLines`` (no message is held whole past its
-    bounds)."""
+    bounds), with its stdin watched by ``RequestWatch`` (an app's HTML has a bound of its
+    own)."""
     from mcp.client import stdio
 
     spawn = getattr(stdio, "_create_platform_compatible_process", None)
