@@ -259,3 +259,19 @@ def test_an_app_that_is_not_html_or_is_50_mb_is_refused_and_the_session_goes_on(
     page.get_by_role("textbox", name="Message").fill("and now?")
     page.get_by_role("button", name="Send", exact=True).click()
     expect(page.locator(".msg.assistant").last).to_have_text("Still here.")
+
+
+def test_the_apps_routes_refuse_what_they_cannot_answer_with_a_clear_error(daemon):
+    with daemon.client() as http:
+        sid = http.post("/sessions", json={}).json()["session_id"]
+        unknown = http.get(f"/sessions/{sid}/apps/toolu_nope")
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "no_call"
+        gone = http.get("/sessions/nope-nope/apps/toolu_nope")
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == "no_session"
+        bad = http.post(f"/sessions/{sid}/apps/toolu_nope/calls", json={"name": 3})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_field"
+        extra = http.post(f"/sessions/{sid}/apps/toolu_nope/calls",
+                          json={"name": "app_tool", "as": "root"})
+        assert extra.status_code == 400 and extra.json()["error"]["code"] == "unknown_field"
+    with httpx2.Client(base_url=daemon.url, timeout=30) as stranger:  # no token
+        assert stranger.get(f"/sessions/{sid}/apps/toolu_nope").status_code == 401
