@@ -166,6 +166,24 @@ def test_the_basic_example_app_renders_sandboxed_gets_its_result_and_calls_its_s
            .locator("#server-time")).to_have_text(first or "")
 
 
+def test_a_page_opened_on_localhost_gets_its_sandbox_from_127_0_0_1(browser, daemon, model):
+    model.script.clear()
+    context = browser.new_context(base_url=f"http://localhost:{daemon.port}")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"/?token={TOKEN}")
+    ask(page, model, "Time, from the other name?", tool_call("basic__get-time", {}),
+        text("Shown."))
+    tool = page.locator("details.tool").filter(has_text="basic__get-time")
+    expect(tool.locator("iframe.app")).to_have_attribute("src", re.compile(
+        f"^http://127[.]0[.]0[.]1:{daemon.port}/apps/sandbox[?]"))
+    app = tool.frame_locator("iframe.app").frame_locator("iframe")
+    expect(app.locator("#server-time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT"))
+    context.close()
+    assert not errors, errors
+
+
 def test_a_second_example_app_renders(page, model):
     ask(page, model, "And with preact?", tool_call("preact__get-time", {}), text("Again."))
     tool = page.locator("details.tool").filter(has_text="preact__get-time")
