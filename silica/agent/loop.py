@@ -327,7 +327,9 @@ class Agent:
             reply = await self.provider.complete(request, self.events.on_text)
             self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
-            self.conversation.add("assistant", said + list(reply.tool_calls))
+            self.conversation.add("assistant", said + list(reply.tool_calls),
+                                  usage=reply.usage.model_dump(),
+                                  stop_reason=reply.stop_reason or None)
             # off the event loop: the reply's last events go out to listeners meanwhile
             await asyncio.to_thread(self._save)
             if not reply.tool_calls:
