@@ -219,7 +219,9 @@ def find_sessions(*, empty: bool = False, older_than: float | None = None,
 
 
 def title(conversation: Conversation) -> str:
-    """The first text a person typed, on one line, at most ``TITLE_LENGTH`` characters."""
+    """The first text a person typed, on one line, at most ``TITLE_LENGTH`` characters: a
+    longer one is cut after its last whole word that fits (or mid-word, when that would
+    leave less than half of it) and ends with "…"."""
     for message in conversation.messages:
         if message.role != "user":
             continue
@@ -227,7 +229,10 @@ def title(conversation: Conversation) -> str:
             if isinstance(block, TextBlock) and block.text.strip():
                 text = " ".join(block.text.split())
                 if len(text) > TITLE_LENGTH:
-                    text = text[:TITLE_LENGTH - 1].rstrip() + "…"
+                    cut = text[:TITLE_LENGTH - 1]
+                    if text[TITLE_LENGTH - 1] != " " and cut.rfind(" ") >= TITLE_LENGTH // 2:
+                        cut = cut[:cut.rfind(" ")]
+                    text = cut.rstrip() + "…"
                 return text
     return ""
 
