@@ -460,3 +460,7 @@ def test_the_page_and_its_files_are_served(http):
     assert traversal.status_code == 404
     assert http.get("/static/.hidden").status_code == 404
     assert http.get("/static/nope.js").json()["error"]["code"] == "not_found"
+    vendored = http.get("/static/vendor/markdown-it.min.js")  # the page's markdown library
+    assert vendored.status_code == 200 and "javascript" in vendored.headers["content-type"]
+    assert http.get("/static/vendor/..%2Fapp.js").status_code == 404
+    assert http.get("/static/vendor/nope.js").json()["error"]["code"] == "not_found"

@@ -6,6 +6,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
 
     GET    /                                  the page (static/index.html)
     GET    /static/{name}                     its script and style
+    GET    /static/vendor/{name}              the libraries it uses (markdown-it)
     GET    /sessions                          {"sessions": [...]}, newest first
     POST   /sessions                          201 {"session_id"}  (JSON agent, provider, ...)
     DELETE /sessions/{sid}                    {"deleted": sid}
@@ -157,6 +158,7 @@ class Routes:
         return [
             Route("/", self.page, methods=["GET"]),
             Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/static/vendor/{name}", self.vendor, methods=["GET"]),
             Route("/sessions", self.sessions, methods=["GET", "POST"]),
             Route("/sessions/{sid}", self.session, methods=["GET", "DELETE"]),
             Route("/sessions/{sid}/messages", self.message, methods=["POST"]),
@@ -174,8 +176,11 @@ class Routes:
     async def static(self, request: Request) -> Response:
         return self._static_file(request.path_params["name"])
 
-    def _static_file(self, name: str) -> Response:
-        path = STATIC / name
+    async def vendor(self, request: Request) -> Response:
+        return self._static_file(request.path_params["name"], STATIC / "vendor")
+
+    def _static_file(self, name: str, folder: Path = STATIC) -> Response:
+        path = folder / name
         if not _STATIC_NAME.fullmatch(name) or not path.is_file() or path.is_symlink():
             what = "the web page is not installed" if name == "index.html" else \
                 f"there is no file {name[:100]!r} here"
