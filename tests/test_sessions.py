@@ -318,3 +318,13 @@ def test_a_long_title_ends_on_a_whole_word():
                                              "board meeting next Tuesday, please")],
                      new_turn=True)
     assert title(conversation) == "Plot the monthly sales of 2026 for the board meeting next…"
+
+
+def test_a_session_of_images_only_is_named_after_its_first_image(home):
+    conversation = Conversation(id="pictures")
+    store = ImageStore(default_root(), conversation.id)
+    shot = ImageBlock(media_type="image/png", data=screenshot_png(), width=800, height=600)
+    conversation.add("user", store.put_message([shot], alt="shot\nof the\tscreen.png"),
+                     new_turn=True)
+    assert title(conversation) == "Image: shot of the screen.png"
+    assert title(Conversation(id="empty")) == ""
