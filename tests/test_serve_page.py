@@ -457,13 +457,16 @@ def test_new_session_saves_nothing_until_its_first_message_which_names_it(page, 
         "Empty session")
     expect(page.locator("#sessions")).not_to_contain_text("Untitled")
 
-    model.add(text("Here is the plan."))
+    slowly = "Here is the plan, written out slowly, one word at a time, for the board."
+    model.add(trickle(text(slowly), 0.3))
     send(page, "  Plot the monthly sales\nof 2026   for the board meeting next Tuesday, please  ")
-    expect(page.locator(".msg.assistant")).to_have_text("Here is the plan.")
+    name = "Plot the monthly sales of 2026 for the board meeting next…"
+    expect(page.locator("#session-title")).to_have_text(name)  # named while it answers
+    assert page.locator(".usage").count() == 0
+    expect(page.locator(".msg.assistant")).to_have_text(slowly)
     made = [s for s in listed(page) if s["id"] not in before]
     assert len(made) == 1
     sid = made[0]["id"]
-    name = "Plot the monthly sales of 2026 for the board meeting next…"
     assert made[0]["title"] == name
     assert page.evaluate("location.hash") == f"#{sid}"
     expect(page.locator(f'#sessions li[data-sid="{sid}"] .title')).to_have_text(name)

@@ -25,6 +25,7 @@ const state = {
   elsewhere: false, // the history said a turn runs, and none of its events came here
   sending: false,
   asks: new Map(), // open elicitation id -> its form
+  untitled: false, // the open session was just made: the list has no name for it yet
 };
 
 /** An element; string children become text nodes (safe), attributes are set as given. */
@@ -511,6 +512,10 @@ function busy(running) {
 
 function receive(name, data) {
   state.elsewhere = false;
+  if (state.untitled && name !== "message") { // its first message is saved by now: its name
+    state.untitled = false;
+    refreshSessions();
+  }
   if (state.loading) state.queue.push([name, data]);
   else update(() => handlers[name](data));
 }
@@ -595,6 +600,7 @@ function draft() {
 async function startSession() {
   const { session_id: sid } = await api("/sessions", { method: "POST", json: {} });
   state.sid = sid;
+  state.untitled = true;
   connect(sid);
   window.history.replaceState(null, "", `#${encodeURIComponent(sid)}`); // open: no redraw
   return sid;
