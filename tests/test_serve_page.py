@@ -576,6 +576,13 @@ def test_a_browser_without_the_token_gets_a_page_to_give_it(browser, daemon):
     assert tab.request.get("/sessions").ok  # the cookie the start link sets
     context.close()
 
+    phone = browser.new_context(base_url=daemon.url, viewport=PHONE, is_mobile=True)
+    tab = phone.new_page()
+    tab.goto("/")
+    inside(tab, tab.get_by_role("button", name="Open silica"))
+    screenshot(tab, "phone-token-page")
+    phone.close()
+
     with httpx2.Client(base_url=daemon.url) as program:  # programs keep the JSON 401
         for answer in (program.get("/", headers={"accept": "application/json"}),
                        program.get("/sessions"),
