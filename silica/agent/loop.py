@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,11 @@ DEFAULT_SYSTEM = (
 )
 Approve = Callable[[str], Awaitable[bool | str]]
 INTERRUPTED = "[interrupted by the user before this tool call finished]"
+
+current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "silica_tool_call", default=None)
+"""The tool call being run, in the task that runs it (each call has its own): a front end's
+``approve`` or ``elicit`` reads it to say which call asks."""
 
 
 @dataclass
@@ -359,6 +365,7 @@ class Agent:
         self._answer(calls, results)
 
     async def _call(self, call: ToolCall) -> ToolResult:
+        current_call.set(call)  # this call's own task: no other call sees it
         try:
             if self.events.on_tool_call:
                 self.events.on_tool_call(call)
