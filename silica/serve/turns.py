@@ -42,6 +42,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.images.store import StoreError, image_file
 from silica.providers.base import ProviderError
+from silica.serve.approvals import Approvals
 from silica.serve.asking import Elicitations
 from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
@@ -91,6 +92,7 @@ class TurnRunner:
         self.tasks: set[asyncio.Task] = set()
         self.bodies = BodyBudget(options.settings.serve.max_body_memory)
         self.asking = Elicitations(self.home, timeout=options.settings.mcp.elicitation_timeout)
+        self.approvals = Approvals(self.home, timeout=options.settings.serve.approval_timeout)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -232,6 +234,9 @@ class TurnRunner:
         # its tools' requests for values are put to whoever watches the session
         agent.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
                                           turn.number)
+        # and its shell commands outside [shell] allow wait for that person's approval
+        agent.approve = self.approvals.approver(slot.pump, turn.session_id, turn.turn_id,
+                                                turn.number)
         failure: ApiError | None = None
         reply_text, stop_reason = "", "error"
         cancelled = False
@@ -247,6 +252,7 @@ class TurnRunner:
             failure = _failure(exc)
         finally:
             self.asking.end_turn(turn.turn_id)
+            self.approvals.end_turn(turn.turn_id)
             agent.release_turn()
             slot.claimed, slot.turn = False, None
         usage = agent.usage.model_dump()
