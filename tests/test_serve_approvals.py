@@ -322,9 +322,13 @@ def test_a_turn_stopped_with_its_daemon_is_denied_and_shown_so_after_a_restart(m
 
         asked, events = asyncio.run(go())
     assert events[-1][1]["decision"] == "deny" and events[-1][1]["reason"] == "turn ended"
+    model.script.clear()
+    model.add(text("Still here."))
     with start_daemon(home, env=env, cwd=tmp_path) as daemon, daemon.client() as http:
         gone = http.post(f"/sessions/{sid}/approvals/{asked['id']}", json={"decision": "once"})
         history = http.get(f"/sessions/{sid}/history").json()
+        after = http.post(f"/sessions/{sid}/messages?wait=true", json={"message": "go on"})
+    assert after.status_code == 200 and after.json()["text"] == "Still here."  # usable
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "approval_gone"
     assert "turn ended" in gone.json()["error"]["message"]
     [saved] = history["approvals"]
