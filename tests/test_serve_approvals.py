@@ -29,6 +29,7 @@ expect.set_options(timeout=30_000)
 
 TOKEN = "approvals-page-secret-0123456789"
 REFUSED = "did not allow"  # what the model is told of a denied command (silica.tools.shell)
+MAX_OPEN = 8  # silica.serve.approvals.MAX_OPEN
 
 
 def home_with(tmp: Path, *, timeout: float | None = None) -> Path:
@@ -247,6 +248,42 @@ def test_always_lets_the_same_program_run_but_another_program_still_asks(
     assert [d["command"] for d in named(between, "approval")] == ["mkdir third"]
     results = results_of(between + events)
     assert [r["is_error"] for r in results] == [False, False, True]
+
+
+def test_more_open_than_allowed_are_denied_and_one_always_lets_the_open_ones_run(
+        daemon, model, workspace):
+    """One reply calls the shell MAX_OPEN + 1 times at once: MAX_OPEN requests are shown,
+    the one past them is denied unseen, and "always" on one lets the others it covers run
+    (``covered``)."""
+    sid = new_session(daemon)
+    model.script.clear()
+    calls = [tool_call("shell", {"command": f"touch many-{i}.txt"}) for i in range(MAX_OPEN + 1)]
+    reply = calls[0]
+    for call in calls[1:]:
+        reply = reply + call
+    model.add(reply, text("Many."))
+
+    async def go():
+        async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+            await http.post(f"/sessions/{sid}/messages", json={"message": "many"})
+            asked = []
+            while len(asked) < MAX_OPEN:
+                [*_, (_, one)] = await sse.until("approval")
+                asked.append(one)
+            sent = await http.post(f"/sessions/{sid}/approvals/{asked[0]['id']}",
+                                   json={"decision": "always"})
+            assert sent.status_code == 200
+            return asked, await sse.until("turn_end")
+
+    asked, events = asyncio.run(go())
+    assert not named(events, "approval")  # none past the first MAX_OPEN was shown
+    done = {d["id"]: (d["decision"], d["reason"]) for d in named(events, "approval_done")}
+    assert done == {a["id"]: ("always", "answered") if a is asked[0] else ("once", "covered")
+                    for a in asked}
+    made = sorted(f.name for f in workspace.glob("many-*.txt"))
+    assert len(made) == MAX_OPEN
+    results = results_of(events)
+    assert sorted(r["is_error"] for r in results) == [False] * MAX_OPEN + [True]
 
 
 def test_socketio_answers_once_a_client_has_joined(daemon, model, workspace):
