@@ -430,6 +430,7 @@ def test_the_page_asks_and_run_once_lets_the_turn_finish_with_the_output(
     expect(request.locator("code.pattern")).to_have_text("printf * && touch *")
     expect(request.get_by_role("button", name="Always for this pattern")).to_be_visible()
     expect(request.get_by_role("button", name="Deny")).to_be_visible()
+    expect(page.locator("details.tool summary")).to_contain_text("waiting for your approval")
     assert not (workspace / "page.txt").exists()
     request.get_by_role("button", name="Run once").click()
     expect(page.locator(".approval-done")).to_contain_text("ran once")
