@@ -373,6 +373,45 @@ def test_a_turn_stopped_with_its_daemon_is_denied_and_shown_so_after_a_restart(m
     assert not (tmp_path / "stopped.txt").exists()
 
 
+def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_the_answer(
+        model, tmp_path):
+    from test_serve_redis import RedisServer
+
+    home = home_with(tmp_path)
+    env = env_for(model, home)
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as a, \
+                start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as b:
+            sid = new_session(a)
+            model.script.clear()
+            model.add(tool_call("shell", {"command": "touch over-redis.txt"}), text("Done."))
+
+            async def go():
+                async with SseReader(a, sid) as sse, Listener(a, sid) as sio, \
+                        a.async_client() as at_a, b.async_client() as at_b:
+                    await at_b.post(f"/sessions/{sid}/messages", json={"message": "make it"})
+                    [*_, (_, asked)] = await sse.until("approval")
+                    [*_, (_, heard)] = await sio.until("approval")
+                    assert heard == asked
+                    url = f"/sessions/{sid}/approvals/{asked['id']}"
+                    elsewhere = await at_a.post(url, json={"decision": "once"})
+                    assert elsewhere.status_code == 404
+                    assert "daemon whose turn asked" in elsewhere.json()["error"]["message"]
+                    sent = await at_b.post(url, json={"decision": "once"})
+                    assert sent.status_code == 200, sent.text
+                    [*_, (_, done)] = await sio.until("approval_done")
+                    return asked, done, await sse.until("turn_end")
+
+            asked, done, events = asyncio.run(go())
+    finally:
+        server.stop()
+    assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "decision": "once",
+                    "reason": "answered"}
+    assert not results_of(events)[0]["is_error"]
+    assert (tmp_path / "over-redis.txt").exists()
+
+
 # -- the page -----------------------------------------------------------------------------
 
 
