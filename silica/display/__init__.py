@@ -1,3 +1,7 @@
-"""Images drawn in the terminal: encoding (``encode``), which protocol and size the
-terminal takes (``detect``, ``query``), and writing them in order (``draw``). A library the
-CLI uses: nothing here imports the CLI, the agent, the servers or the providers."""
+"""Images drawn in the terminal: fitted to its cells, encoded for the protocol it speaks
+(``encode``), which protocol and size the terminal takes (``detect``, ``query``), and
+written in order with what is printed (``draw``).
+
+A library the CLI uses; it imports nothing from the CLI, the servers, the agent or the
+providers.
+"""

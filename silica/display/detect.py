@@ -25,11 +25,13 @@ import sys
 import termios
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO, cast, get_args
+from typing import IO, TYPE_CHECKING, cast, get_args
 
 from silica.config import ImagesSetting
-from silica.display.encode import Cells, Protocol
 from silica.display.query import Answers, ask_terminal
+
+if TYPE_CHECKING:  # encode imports Pillow: only a drawing needs it
+    from silica.display.encode import Cells, Protocol
 
 SETTINGS: tuple[str, ...] = get_args(ImagesSetting)
 FORCE_VAR = "SILICA_INLINE_IMAGES"  # the variable ``[display] images`` replaces
@@ -70,7 +72,7 @@ def detect(setting: str = "auto", *, environ: Mapping[str, str] = os.environ,
     in_tmux = bool(environ.get("TMUX")) or environ.get("TERM", "").startswith(("screen",
                                                                                  "tmux"))
     if setting != "auto":
-        return Terminal(cast(Protocol, setting), cells, in_tmux and setting != "blocks")
+        return Terminal(cast("Protocol", setting), cells, in_tmux and setting != "blocks")
     if in_tmux:
         outer = _outer_terminal(environ)
         return Terminal(outer or "blocks", cells, outer not in (None, "blocks"))
@@ -152,6 +154,8 @@ def _winsize(fd: int | None) -> tuple[int, int, int, int]:
 
 
 def _cells(fd: int | None) -> Cells:
+    from silica.display.encode import Cells
+
     rows, columns, width, height = _winsize(fd)
     if not rows or not columns:
         return Cells(80, 24, *DEFAULT_CELL)
@@ -178,6 +182,8 @@ def _with_answers(cells: Cells, answers: Answers) -> Cells:
                                                 answers.window[1] // cells.rows))
     if not size or not all(size) or (cells.cell_width, cells.cell_height) != DEFAULT_CELL:
         return cells
+    from silica.display.encode import Cells
+
     return Cells(cells.columns, cells.rows, size[0], size[1])
 
 
