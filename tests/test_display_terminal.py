@@ -12,6 +12,7 @@ import sys
 
 from display_check import blocks_image, close_to, decoded, fitted, image_tool, picture
 from pty_terminal import clean_env, run
+from test_resident import env, status, warm_resident  # noqa: F401  (env: a fixture)
 
 from silica.display.encode import Cells
 from silica.display.query import KITTY_QUERY, QUERY
@@ -23,9 +24,9 @@ PY = sys.executable
 CELLS = Cells(80, 24, 10, 20)  # the pty's size as Terminal sets it by default
 
 
-def tools_run(project, shots, env, **options) -> tuple[int, bytes]:
+def tools_run(project, shots, environ, **options) -> tuple[int, bytes]:
     return run([PY, "-m", "silica", "tools", "run", "pic", "--save-images", str(shots)],
-               env, project, **options)
+               environ, project, **options)
 
 
 def saved(shots):
@@ -105,9 +106,9 @@ def test_a_pipe_gets_no_escape_whatever_is_asked(home, user_tools, project, tmp_
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text('[display]\nimages = "kitty"\n')
     image_tool(user_tools)
-    env = clean_env(TERM="xterm-kitty", KITTY_WINDOW_ID="1", SILICA_INLINE_IMAGES="1")
+    environ = clean_env(TERM="xterm-kitty", KITTY_WINDOW_ID="1", SILICA_INLINE_IMAGES="1")
     done = subprocess.run([PY, "-m", "silica", "tools", "run", "pic", "--images"],
-                          capture_output=True, cwd=project, env=env, timeout=120,
+                          capture_output=True, cwd=project, env=environ, timeout=120,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert b"[image: image/png, 1200x800 px" in done.stdout
@@ -199,3 +200,19 @@ def _b64(data: bytes) -> str:
     import base64
 
     return base64.b64encode(data).decode()
+
+
+def test_each_run_through_the_resident_asks_its_own_terminal(
+        home, user_tools, project, tmp_path, env):  # noqa: F811  (env: the fixture)
+    """A run the resident forks has no controlling terminal and the resident's caches: it
+    still asks the terminal on its stdout, once, and draws what that one answers."""
+    image_tool(user_tools)
+    before = warm_resident(home, env, project)
+    environ = {**env, **clean_env(TERM="xterm-256color"), "SILICA_RESIDENT": "1"}
+    argv = [PY, "-m", "silica", "tools", "run", "pic"]
+    for answer, marker in ((b"\x1b[?63;4c", b"\x1bPq"), (b"\x1b[?63;22c", "▀".encode())):
+        code, seen = run(argv, environ, project, answer=answer)
+        assert code == 0, seen[-2000:]
+        assert seen.count(QUERY) == 1 and marker in seen
+    after = status(home)
+    assert after and after["pid"] == before["pid"] and after["served"] == before["served"] + 2
