@@ -252,3 +252,19 @@ def test_tmux_with_passthrough_wraps_for_the_outer_terminal(tmux_server, termina
     detect_module._tmux.cache_clear()
     assert detect(environ=unknown, stream=fake.stream).protocol == "blocks"
     assert fake.seen == b""  # tmux was asked, not the terminal
+
+
+# -- drawing -------------------------------------------------------------------------------
+
+def test_an_image_that_cannot_be_drawn_writes_nothing(terminal):
+    from silica.display.draw import draw
+    from silica.display.encode import Cells
+
+    fake = terminal(None)
+    kitty = detect("kitty", environ=PLAIN, stream=fake.stream)
+    assert kitty.protocol == "kitty" and kitty.cells == Cells(100, 30, 10, 20)
+    assert draw(fake.stream, kitty, b"\x89PNG\r\n\x1a\n not really \x1b]0;title\x07") is False
+    off = detect("off", environ=PLAIN, stream=fake.stream)
+    assert draw(fake.stream, off, b"anything") is False
+    time.sleep(0.2)
+    assert fake.seen == b""
