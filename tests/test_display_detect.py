@@ -268,3 +268,30 @@ def test_an_image_that_cannot_be_drawn_writes_nothing(terminal):
     assert draw(fake.stream, off, b"anything") is False
     time.sleep(0.2)
     assert fake.seen == b""
+
+
+BACKGROUND_JOB = """
+import os, sys
+from silica.display.detect import detect
+master, slave = os.openpty()
+os.setsid()
+tty = os.open(os.ttyname(slave), os.O_RDWR)  # a session leader opening it: its own terminal
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)  # a job of its own, not the terminal's foreground one
+    found = detect(environ={"TERM": "xterm-256color"}, stream=open(tty, "w", closefd=False))
+    os.write(1, f"{found.protocol}\\n".encode())
+    os._exit(0)
+_, status = os.waitpid(pid, os.WUNTRACED)
+print("stopped" if os.WIFSTOPPED(status) else "exited")
+if os.WIFSTOPPED(status):
+    os.kill(pid, 9)
+"""
+
+
+def test_a_background_job_does_not_ask_its_terminal_and_is_not_stopped():
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BACKGROUND_JOB], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split() == ["blocks", "exited"], done.stdout + done.stderr

@@ -78,7 +78,7 @@ def detect(setting: str = "auto", *, environ: Mapping[str, str] = os.environ,
         return Terminal(outer or "blocks", cells, outer not in (None, "blocks"))
     protocol = by_environment(environ)
     if protocol is None or (protocol == "sixel" and not _pixels_known(fd)):
-        answers = _asked(_device(fd), query_timeout)
+        answers = _asked(_device(fd), query_timeout) if _may_ask(fd) else Answers()
         cells = _with_answers(cells, answers)
         protocol = protocol or by_answers(answers)
     return Terminal(protocol, cells)
@@ -168,6 +168,17 @@ def _device(fd: int) -> str:
         return os.ttyname(fd)
     except OSError:
         return ""
+
+
+def _may_ask(fd: int) -> bool:
+    """Whether the terminal on ``fd`` may be asked: not when it is this process's own
+    terminal and the process a background job there (changing its mode or reading it would
+    stop the process: SIGTTOU, SIGTTIN). A terminal that is not its own (a run the
+    resident forked has none) has no job control: it may."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # ENOTTY: not this process's controlling terminal
+        return True
 
 
 def _pixels_known(fd: int) -> bool:
