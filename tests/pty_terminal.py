@@ -31,6 +31,9 @@ class Terminal:
     the kernel reports, None for none). ``answer``: bytes written back, once, when the
     program's DA1 query (the last of silica's queries) arrives; None: never answered."""
 
+    answer: bytes | None = None  # also for subclasses that start the process their own way
+    answered = False
+
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *,
                  columns: int = 80, rows: int = 24,
                  pixels: tuple[int, int] | None = (10, 20),
