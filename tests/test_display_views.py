@@ -26,7 +26,7 @@ def chat_with_two_images(project, user_tools, tmp_path, env_extra) -> tuple[str,
     image_tool(user_tools)
     attached = tmp_path / "mine.png"
     attached.write_bytes(picture(600, 400))
-    with anthropic_server([tool_call("pic", {}), text("Two pictures.")]) as srv:
+    with anthropic_server([tool_call("pic", {}), text("Two pictures. \x1b]0;pwned\x07")]) as srv:
         env = clean_env(**srv.env, **env_extra)
         term = Terminal([PY, "-m", "silica", "chat", "--image", str(attached)], env, project)
         try:
@@ -68,6 +68,7 @@ def test_chat_draws_the_persons_image_and_the_tools(sandbox_off, project, user_t
                       clean_env(TERM="xterm-kitty"), project)
     assert code == 0, shown[-2000:]
     assert sizes(shown) == [expected(600, 400), expected(1200, 800)]
+    assert b"\x1b]0;pwned" not in shown  # the model's words, made safe
     words = re.sub(rb"\x1b\[[0-9;]*m", b"", shown).decode("utf-8", "replace")
     for line in ("you> look", "→ pic {}", "← pic: 1 image", "Two pictures."):
         assert line in words, words[-2000:]
