@@ -383,3 +383,31 @@ def test_the_output_is_the_protocols_framing_and_nothing_from_the_image(
         assert SECRET.encode() not in payload.data
         with Image.open(io.BytesIO(payload.data)) as back:
             assert not (set(back.info) - {"transparency", "dpi", "gamma"}), back.info
+            want = fit(image[0], image[1], cells)
+            assert back.size == (want.width_px, want.height_px)
+
+
+def test_a_sixel_image_with_transparency_is_flattened_onto_white():
+    img = Image.new("RGBA", (12, 12), (0, 0, 0, 0))
+    img.paste((20, 20, 120, 255), (0, 0, 6, 12))  # the left half blue, the right clear
+    [payload] = extract_sixel(encode(png(img), "sixel", TERMINAL)).images
+    back = decoded(payload.data).convert("RGB")
+    assert back.size == (12, 12)
+    assert all(abs(a - b) <= CLOSE for a, b in zip(back.getpixel((9, 5)), (255, 255, 255),
+                                                    strict=True))
+    assert all(abs(a - b) <= CLOSE for a, b in zip(back.getpixel((2, 5)), (20, 20, 120),
+                                                    strict=True))
+
+
+def test_a_large_turned_jpeg_is_decoded_small_and_drawn_upright_at_the_fitted_size():
+    source = photo(4000, 3000)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned a quarter clockwise: 3000x4000 upright
+    data = io.BytesIO()
+    source.save(data, "JPEG", exif=exif, quality=95)
+    want = fit(3000, 4000, TERMINAL)
+    [payload] = extract_kitty(encode(data.getvalue(), "kitty", TERMINAL)).images
+    back = decoded(payload.data)
+    assert back.size == (want.width_px, want.height_px) == (330, 440)
+    upright = fitted_image(source.transpose(Image.Transpose.ROTATE_270), back.size)
+    assert share_close(back, upright) >= 0.99
