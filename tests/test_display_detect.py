@@ -295,3 +295,27 @@ def test_a_background_job_does_not_ask_its_terminal_and_is_not_stopped():
     done = subprocess.run([sys.executable, "-c", BACKGROUND_JOB], capture_output=True,
                           text=True, timeout=60)
     assert done.stdout.split() == ["blocks", "exited"], done.stdout + done.stderr
+
+
+def test_sixel_without_libsixel_is_drawn_in_half_blocks(terminal, monkeypatch):
+    import io as bytes_io
+
+    from PIL import Image
+
+    from silica.display import draw as draw_module
+    from silica.display.encode import encode
+    from silica.display.sixel import SixelUnavailable
+
+    def no_libsixel(data, protocol, cells, **options):
+        if protocol == "sixel":
+            raise SixelUnavailable("libsixel is not installed")
+        return encode(data, protocol, cells, **options)
+
+    monkeypatch.setattr(draw_module, "encode", no_libsixel)
+    png = bytes_io.BytesIO()
+    Image.new("RGB", (40, 20), (200, 10, 10)).save(png, format="PNG")
+    out = bytes_io.StringIO()
+    sixel = draw_module.Terminal("sixel", detect("sixel", environ=PLAIN,
+                                                 stream=terminal(None).stream).cells)
+    assert draw_module.draw(out, sixel, png.getvalue())
+    assert "▀" in out.getvalue() and "\x1bP" not in out.getvalue()

@@ -10,6 +10,7 @@ from typing import IO
 
 from silica.display.detect import Terminal, detect
 from silica.display.encode import encode
+from silica.display.sixel import SixelUnavailable
 from silica.errors import SilicaError
 
 
@@ -17,12 +18,16 @@ def draw(stream: IO[str], terminal: Terminal, data: bytes, *,
          max_rows: int | None = None) -> bool:
     """Draw image ``data`` (bytes silica checked) on ``stream`` as ``terminal`` says, fitted
     to its cells, the cursor left at the start of the line below; whether it was drawn
-    (not when the terminal draws nothing, or the image cannot be decoded)."""
+    (not when the terminal draws nothing, or the image cannot be decoded). Sixel without
+    libsixel is drawn in half blocks."""
     if terminal.protocol is None:
         return False
     try:
-        text = encode(data, terminal.protocol, terminal.cells, tmux=terminal.tmux,
-                      max_rows=max_rows)
+        try:
+            text = encode(data, terminal.protocol, terminal.cells, tmux=terminal.tmux,
+                          max_rows=max_rows)
+        except SixelUnavailable:  # no libsixel here: the fallback still shows the image
+            text = encode(data, "blocks", terminal.cells, max_rows=max_rows)
     except SilicaError:
         return False
     stream.flush()
