@@ -399,7 +399,8 @@ def _bands(img: Image.Image, multiple: int = 1) -> list[tuple[int, int, int, int
 
 
 def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
-           resample: Image.Resampling = Image.Resampling.LANCZOS) -> Image.Image:
+           resample: Image.Resampling = Image.Resampling.LANCZOS,
+           reducing_gap: float | None = REDUCING_GAP) -> Image.Image:
     """``img`` (L, LA, RGB or RGBA) scaled down to ``size`` with ``resample`` (Lanczos, or a
     filter that reaches no further, such as BOX).
 
@@ -410,7 +411,9 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
     or a full-height intermediate. An image of at most ``2 * BAND_PIXELS`` is scaled by
     Pillow in one call: its copies then take no more than the bands' (``_BAND_WORK``), and
     the bands' own work would double the time. ``premultiply``: scale with premultiplied
-    alpha, so transparent pixels do not bleed their colour.
+    alpha, so transparent pixels do not bleed their colour. ``reducing_gap=None``: no reduction
+    by a whole factor first, so every pixel of the result is ``resample`` over the source
+    exactly (slower on a large ratio).
     """
     width, height = img.size
     out_w, out_h = size
@@ -419,10 +422,10 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
     work = {"LA": "La", "RGBA": "RGBa"}.get(img.mode, img.mode) if premultiply else img.mode
     if width * height <= 2 * BAND_PIXELS:
         whole = img.convert(work) if work != img.mode else img
-        out = whole.resize(size, resample, reducing_gap=REDUCING_GAP)
+        out = whole.resize(size, resample, reducing_gap=reducing_gap)
         return out.convert(img.mode) if work != img.mode else out
-    factor_x = max(1, int(width / out_w / REDUCING_GAP))
-    factor_y = max(1, int(height / out_h / REDUCING_GAP))
+    factor_x = max(1, int(width / out_w / reducing_gap)) if reducing_gap else 1
+    factor_y = max(1, int(height / out_h / reducing_gap)) if reducing_gap else 1
     reduced_h = -(-height // factor_y)
     scale = reduced_h / out_h  # reduced rows per row of the result
     margin = math.ceil(3.0 * max(scale, 1.0)) + 1  # Lanczos reaches 3 * scale rows each way

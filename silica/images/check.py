@@ -98,7 +98,7 @@ _TRANSPOSE = {  # EXIF orientation -> what turns it upright (as ImageOps.exif_tr
     7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
 }
-_SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
+SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
                        Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270})
 
 
@@ -254,7 +254,7 @@ def _fit(
         # A fitting still image is never sent bigger than it came (an animation sent whole
         # would be a different thing, so it is not compared).
         original = (kept, len(data) - 1) if fits and not animated else None
-        return _reencode(img, target, _orientation(img), true_type, label, source, limits,
+        return _reencode(img, target, orientation(img), true_type, label, source, limits,
                          lossy, original)
 
 
@@ -280,7 +280,7 @@ def _reencode(
             f"{label} would have to be converted, but these limits accept neither PNG nor "
             "JPEG; it was not sent"
         )
-    frame = _eight_bit(frame)
+    frame = eight_bit(frame)
     transparent = budget.has_alpha(frame)
     flatten = transparent and not png_ok  # JPEG only: flatten onto white
     max_bytes = limits.max_base64_bytes // 4 * 3  # the most raw bytes whose base64 fits
@@ -314,7 +314,7 @@ def _reencode(
             break
         area_ratio = (new_size[0] * new_size[1]) / (size[0] * size[1])
         size = new_size
-    if turn in _SWAPPING:
+    if turn in SWAPPING:
         target = (target[1], target[0])
     raise _Dropped(
         f"{label} of {target[0]}x{target[1]} px could not be made to fit "
@@ -329,7 +329,7 @@ def _worth_reencoding(img: Image.Image, true_type: str, data: bytes, lossy: bool
     it was written at zlib's fastest level (or stored), or when a palette holds it."""
     if true_type != PNG or img.mode not in ("L", "LA", "RGB", "RGBA"):
         return False
-    if _orientation(img) is not None:  # re-encoding would turn it: keep it as it came
+    if orientation(img) is not None:  # re-encoding would turn it: keep it as it came
         return False
     return lossy or _png_zlib_level(data) == 0 or encode.few_colours(img)
 
@@ -420,7 +420,7 @@ def _load(img: Image.Image, label: str) -> None:
         raise _corrupt(label, exc) from None
 
 
-def _orientation(img: Image.Image) -> Image.Transpose | None:
+def orientation(img: Image.Image) -> Image.Transpose | None:
     """What turns ``img`` upright per its EXIF orientation (``None``: it is, or bad EXIF)."""
     try:
         return _TRANSPOSE.get(img.getexif().get(0x0112, 1))
@@ -442,7 +442,7 @@ def _finish(
     return scaled.transpose(turn) if turn is not None else scaled
 
 
-def _eight_bit(img: Image.Image) -> Image.Image:
+def eight_bit(img: Image.Image) -> Image.Image:
     """``img`` in one of L, LA, RGB, RGBA (16-bit and float samples scaled, not clipped)."""
     mode = img.mode
     if mode in ("L", "LA", "RGB", "RGBA"):
