@@ -144,7 +144,7 @@ def unwrap_tmux(text: str) -> str:
 
 
 def test_kitty_round_trip():
-    source = chart(1600, 1000)
+    source = photo(1600, 1000)  # many colours: a PNG of several 4096-character chunks
     text = encode(png(source), "kitty", TERMINAL)
     want = fit(1600, 1000, TERMINAL)
     commands = re.findall(r"\x1b_G([^;]*);([A-Za-z0-9+/=]*)\x1b\\", text)

@@ -30,13 +30,15 @@ from typing import Literal, get_args
 
 from PIL import Image
 
+from silica.errors import SilicaError
 from silica.images import budget
-from silica.images.check import SWAPPING, eight_bit, orientation
-from silica.images.intake import ImageRefused
+from silica.images.budget import SWAPPING, eight_bit, orientation
 from silica.images.limits import ANTHROPIC
 from silica.images.payload import ImagePayload
+from silica.images.sniff import sniff_media_type
 
-__all__ = ["PROTOCOLS", "Cells", "Fitted", "Protocol", "encode", "fit", "tmux_wrap"]
+__all__ = ["PROTOCOLS", "Cells", "Fitted", "ImageNotDrawn", "Protocol", "encode", "fit",
+           "tmux_wrap"]
 
 Protocol = Literal["kitty", "iterm2", "sixel", "blocks"]
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
@@ -59,6 +61,11 @@ decoded: the same as for a tool's images."""
 _TMUX_START, _ST, _BEL = "\x1bPtmux;", "\x1b\\", "\x07"
 # area average, as fitting for a provider (flat stays flat), and exact: no reduction first
 _RESAMPLE = Image.Resampling.BOX
+
+
+class ImageNotDrawn(SilicaError):
+    """The bytes given cannot be drawn: no image silica decodes, a truncated or corrupt
+    one, or one over the decoding budget. ``str(err)`` says which."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def encode(data: bytes, protocol: Protocol, cells: Cells, *, tmux: bool = False,
     """The text that draws image ``data`` fitted to ``cells`` (``fit``) with ``protocol``,
     ending with the cursor at the start of the line below it.
 
-    Raises ``ImageRefused`` (a ``SilicaError``) when ``data`` is no image silica can decode,
+    Raises ``ImageNotDrawn`` (a ``SilicaError``) when ``data`` is no image silica can decode,
     or one over the decoding budget; nothing else for any bytes. Only escape sequences of
     the protocol, the characters and colours of ``blocks`` and line ends are written.
     """
@@ -147,26 +154,29 @@ def tmux_wrap(sequence: str) -> str:
 def _decode(data: bytes) -> tuple[Image.Image, Image.Transpose | None]:
     """The first frame of ``data``, decoded (8-bit L, LA, RGB or RGBA), and what turns it
     upright per its EXIF orientation. Refused before decoding when over the budget."""
+    data = bytes(data)
+    true_type = sniff_media_type(data)
+    formats = budget.plugins(true_type) if true_type else None
     with warnings.catch_warnings():  # Pillow's bomb warning: the budget decides, quietly
         warnings.simplefilter("ignore")
-        cost = budget.inspect(ImagePayload(bytes(data), None, "terminal"), LIMITS)
-    if cost is None:
-        raise ImageRefused("the image cannot be drawn: its bytes are no image silica can "
-                           "decode (PNG, JPEG, GIF or WebP)")
+        cost = budget.inspect(ImagePayload(data, None, "terminal"), LIMITS)
+    if formats is None or cost is None:
+        raise ImageNotDrawn("the image cannot be drawn: its bytes are no image silica can "
+                            "decode (PNG, JPEG, GIF or WebP)")
     refusal = cost.refusal(LIMITS)
     if refusal is not None:
-        raise ImageRefused(f"the image cannot be drawn: {refusal}")
+        raise ImageNotDrawn(f"the image cannot be drawn: {refusal}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            img = Image.open(io.BytesIO(data))
+            img = Image.open(io.BytesIO(data), formats=list(formats))
             img.seek(0)
             img.load()
             turn = orientation(img)
             frame = eight_bit(img)
     except Exception as exc:  # truncated, corrupt: one clear message, never a traceback
-        raise ImageRefused(f"the image cannot be drawn: it is truncated or corrupt "
-                           f"({type(exc).__name__})") from None
+        raise ImageNotDrawn(f"the image cannot be drawn: it is truncated or corrupt "
+                            f"({type(exc).__name__})") from None
     return frame, turn
 
 
@@ -193,9 +203,13 @@ def _scaled(frame: Image.Image, turn: Image.Transpose | None, size: tuple[int, i
 
 
 def _png(img: Image.Image) -> bytes:
-    out = io.BytesIO()
-    img.save(out, "PNG", compress_level=1)  # fast: the terminal is local or one hop away
-    return out.getvalue()
+    """``img`` as a PNG, as silica writes one for a provider (rows unfiltered where that
+    compresses better: flat screenshots, in a few milliseconds)."""
+    from silica.images import encode as image_encode
+
+    data = image_encode.encode(img, image_encode.Form("png"))
+    assert data is not None  # no cap: always encoded
+    return data
 
 
 def _b64(data: bytes) -> str:
