@@ -383,3 +383,17 @@ def test_the_output_is_the_protocols_framing_and_nothing_from_the_image(
         assert SECRET.encode() not in payload.data
         with Image.open(io.BytesIO(payload.data)) as back:
             assert not (set(back.info) - {"transparency", "dpi", "gamma"}), back.info
+            want = fit(image[0], image[1], cells)
+            assert back.size == (want.width_px, want.height_px)
+
+
+def test_a_sixel_image_with_transparency_is_flattened_onto_white():
+    img = Image.new("RGBA", (12, 12), (0, 0, 0, 0))
+    img.paste((20, 20, 120, 255), (0, 0, 6, 12))  # the left half blue, the right clear
+    [payload] = extract_sixel(encode(png(img), "sixel", TERMINAL)).images
+    back = decoded(payload.data).convert("RGB")
+    assert back.size == (12, 12)
+    assert all(abs(a - b) <= CLOSE for a, b in zip(back.getpixel((9, 5)), (255, 255, 255),
+                                                    strict=True))
+    assert all(abs(a - b) <= CLOSE for a, b in zip(back.getpixel((2, 5)), (20, 20, 120),
+                                                    strict=True))
