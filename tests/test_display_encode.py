@@ -397,3 +397,17 @@ def test_a_sixel_image_with_transparency_is_flattened_onto_white():
                                                     strict=True))
     assert all(abs(a - b) <= CLOSE for a, b in zip(back.getpixel((2, 5)), (20, 20, 120),
                                                     strict=True))
+
+
+def test_a_large_turned_jpeg_is_decoded_small_and_drawn_upright_at_the_fitted_size():
+    source = photo(4000, 3000)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned a quarter clockwise: 3000x4000 upright
+    data = io.BytesIO()
+    source.save(data, "JPEG", exif=exif, quality=95)
+    want = fit(3000, 4000, TERMINAL)
+    [payload] = extract_kitty(encode(data.getvalue(), "kitty", TERMINAL)).images
+    back = decoded(payload.data)
+    assert back.size == (want.width_px, want.height_px) == (330, 440)
+    upright = fitted_image(source.transpose(Image.Transpose.ROTATE_270), back.size)
+    assert share_close(back, upright) >= 0.99
