@@ -411,3 +411,35 @@ def test_a_large_turned_jpeg_is_decoded_small_and_drawn_upright_at_the_fitted_si
     assert back.size == (want.width_px, want.height_px) == (330, 440)
     upright = fitted_image(source.transpose(Image.Transpose.ROTATE_270), back.size)
     assert share_close(back, upright) >= 0.99
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("\x1b\\Pqtmux;_G]1337\x07ab=,")))
+def test_tmux_wrap_unwraps_to_exactly_what_it_wrapped(sequence):
+    wrapped = tmux_wrap(sequence)
+    assert wrapped.startswith("\x1bPtmux;") and wrapped.endswith("\x1b\\")
+    assert unwrap_tmux(wrapped) == sequence
+
+
+# VmHWM of a child process, not of the pytest worker (whose peak would carry over).
+MEMORY = """
+import sys
+from silica.display.encode import Cells, encode
+encode(open(sys.argv[1], "rb").read(), sys.argv[2], Cells(80, 24))
+print(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+"""
+
+
+@pytest.mark.parametrize("protocol", ["kitty", "sixel"])
+def test_a_tall_screenshot_is_drawn_within_its_decoding_budget(tmp_path, protocol):
+    import subprocess
+    import sys
+
+    path = tmp_path / "tall.png"
+    rng = np.random.default_rng(5)  # 1920x10000 of coarse noise: 19.2 MP to decode
+    Image.fromarray(rng.integers(0, 256, (1250, 240, 3), np.uint8)).resize(
+        (1920, 10000), Image.Resampling.NEAREST).save(path, compress_level=1)
+    done = subprocess.run([sys.executable, "-c", MEMORY, str(path), protocol],
+                          capture_output=True, text=True, timeout=300, check=True)
+    peak_mb = int(done.stdout) / 1024
+    assert peak_mb < 200  # the decoded frame (~77 MB as RGBX) and the file, not copies

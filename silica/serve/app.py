@@ -14,6 +14,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
     GET    /sessions/{sid}/events             server-sent events
     POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
+    POST   /sessions/{sid}/approvals/{aid}    {"decision"}: approve or deny a shell command
     /socket.io                                Socket.IO, namespace /events
 
 Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
@@ -44,6 +45,8 @@ from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
 from silica.serve import history as views
+from silica.serve.approvals import ANSWER_EXAMPLE as DECISION_EXAMPLE
+from silica.serve.approvals import read_answer
 from silica.serve.asking import ANSWER_EXAMPLE
 from silica.serve.auth import Guard
 from silica.serve.bodies import json_object
@@ -87,7 +90,7 @@ class ServeApp:
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)
-        self.sio = make_sio(options, self.bus, self.runner.asking)
+        self.sio = make_sio(options, self.bus, self.runner.asking, self.runner.approvals)
         self.routes = Routes(options, self.runner, self.bus)
         self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
                                    exception_handlers={SilicaError: _refused,
@@ -164,6 +167,7 @@ class Routes:
             Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
             Route("/sessions/{sid}/events", self.events, methods=["GET"]),
             Route("/sessions/{sid}/elicitations/{eid}", self.elicitation, methods=["POST"]),
+            Route("/sessions/{sid}/approvals/{aid}", self.approval, methods=["POST"]),
         ]
 
     # -- the page -------------------------------------------------------------------------
@@ -239,6 +243,7 @@ class Routes:
         body = views.history(conversation, running=running,
                              running_turn=self.runner.running_turn(sid, conversation.turn))
         body["elicitations"] = await asyncio.to_thread(self.runner.asking.listing, sid)
+        body["approvals"] = await asyncio.to_thread(self.runner.approvals.listing, sid)
         return JSONResponse(body)
 
     async def image(self, request: Request) -> Response:
@@ -278,6 +283,16 @@ class Routes:
                                 what="an answer", optional=False)
         answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
+
+    async def approval(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        body = await _json_body(request, ("decision",), example=DECISION_EXAMPLE,
+                                what="an answer", optional=False)
+        decision = read_answer(body)
+        self.runner.approvals.answer(sid, request.path_params["aid"], decision)
+        return JSONResponse({"id": request.path_params["aid"], "decision": decision})
 
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]

@@ -1,5 +1,6 @@
 // The silica serve page: the HTTP API through fetch, a session's events through EventSource.
 // Text from models, tools and files is only ever inserted as text nodes, never parsed as HTML.
+import { makeApprovals } from "./approvals.js";
 
 const $ = (id) => document.getElementById(id);
 const log = $("log");
@@ -69,6 +70,9 @@ async function api(path, { method = "GET", json, body } = {}) {
 }
 
 const sessionPath = (sid, rest = "") => `/sessions/${encodeURIComponent(sid)}${rest}`;
+const approvals = makeApprovals({ el, answer: (id, decision) => api(sessionPath(state.sid,
+  `/approvals/${encodeURIComponent(id)}`), { method: "POST", json: { decision } }) });
+const toolBox = (view, callId) => view.tools.get(callId)?.details || view.root;
 
 // -- the sessions list ------------------------------------------------------------------
 
@@ -246,6 +250,10 @@ function renderHistory(history) {
       else if (item.type === "tool_call") toolCall(view, item.id, item.name, item.input);
       else if (item.type === "image_ref") view.root.append(picture(item));
     }
+  }
+  approvals.clear();
+  for (const a of history.approvals || []) {
+    approvals.restore(a, toolBox(turnView(`history:${a.turn}`), a.call_id));
   }
   state.asks.clear();
   for (const ask of history.elicitations || []) {
@@ -439,6 +447,8 @@ const handlers = {
     view.root.append(picture(d));
   },
   elicitation: (d) => askForm(turnView(d.turn_id), d),
+  approval: (d) => approvals.show(toolBox(turnView(d.turn_id), d.call_id), d),
+  approval_done: (d) => approvals.done(d),
   elicitation_done(d) {
     const form = state.asks.get(d.id);
     if (!form) return;
