@@ -38,7 +38,7 @@
 
     [shell]                         # the agent's shell tool (off unless enabled)
     enabled = true
-    allow = ["chafa *"]             # run without asking; others ask (chat) or are refused
+    allow = ["chafa *"]             # run without asking; others ask (chat, serve) or are refused
     network = ["pypi.org"]          # hosts its commands may reach (default: none)
 
     [openai]
@@ -58,6 +58,11 @@
     [serve]                         # silica serve (see docs/serve.md)
     allowed_workspaces = ["~/src"]  # default: the folder serve started in
     fetch_private = false           # true: image URLs may point at private addresses
+    approval_timeout = 300          # seconds a shell command waits for a person's approval
+
+    [display]
+    images = "auto"                 # images in the terminal: "kitty", "iterm2", "sixel",
+                                    # "blocks" (half-block cells) or "off"
 
     [resident]                      # ask, chat, tools run/list hand their run to a warm process
     enabled = true                  # false: never (so does SILICA_RESIDENT=0)
@@ -527,6 +532,8 @@ class ServeSettings(_Section):
     max_pending_socketio: int = Field(default=32, ge=1, le=_MAX_COUNT)
     # bytes of JSON request bodies read into memory at once, across requests
     max_body_memory: int = Field(default=256 * _MIB, ge=_MIB, le=64 * _GIB)
+    # seconds a shell command outside [shell] allow waits for a person, then is denied
+    approval_timeout: float = Field(default=300.0, gt=0, le=_MAX_SECONDS)
 
 
 class ResidentSettings(_Section):
@@ -536,6 +543,18 @@ class ResidentSettings(_Section):
 
     enabled: bool = True
     idle: int = Field(default=600, ge=1, le=_MAX_COUNT)
+
+
+ImagesSetting = Literal["auto", "kitty", "iterm2", "sixel", "blocks", "off"]
+"""What ``[display] images`` may say: how images are drawn in the terminal."""
+
+
+class DisplaySettings(_Section):
+    """``[display]``: how images are drawn in the terminal (``silica.display.detect``):
+    ``"auto"`` (the terminal's own protocol, found from its environment and answers, else
+    half-block cells), one protocol by name, or ``"off"`` (a line of text per image)."""
+
+    images: ImagesSetting = "auto"
 
 
 class Settings(_Section):
@@ -559,6 +578,7 @@ class Settings(_Section):
     resident: ResidentSettings = Field(default_factory=ResidentSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    display: DisplaySettings = Field(default_factory=DisplaySettings)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
 
     @field_validator("agents")

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,15 +60,19 @@ from silica.paths import silica_home
 from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
 from silica.providers.clients import warm_up
 from silica.providers.registry import get_provider
-from silica.tools.toolbox import Toolbox
+from silica.tools.toolbox import Approve, Toolbox
 from silica.words import counted
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with tools. Use them when they help; when a tool returns "
     "an image, look at it before you answer."
 )
-Approve = Callable[[str], Awaitable[bool | str]]
 INTERRUPTED = "[interrupted by the user before this tool call finished]"
+
+current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "silica_tool_call", default=None)
+"""The tool call being run, in the task that runs it (each call has its own): a front end's
+``approve`` or ``elicit`` reads it to say which call asks."""
 
 
 @dataclass
@@ -327,7 +332,9 @@ class Agent:
             reply = await self.provider.complete(request, self.events.on_text)
             self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
-            self.conversation.add("assistant", said + list(reply.tool_calls))
+            self.conversation.add("assistant", said + list(reply.tool_calls),
+                                  usage=reply.usage.model_dump(),
+                                  stop_reason=reply.stop_reason or None)
             # off the event loop: the reply's last events go out to listeners meanwhile
             await asyncio.to_thread(self._save)
             if not reply.tool_calls:
@@ -359,6 +366,7 @@ class Agent:
         self._answer(calls, results)
 
     async def _call(self, call: ToolCall) -> ToolResult:
+        current_call.set(call)  # this call's own task: no other call sees it
         try:
             if self.events.on_tool_call:
                 self.events.on_tool_call(call)

@@ -6,6 +6,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
 
     GET    /                                  the page (static/index.html)
     GET    /static/{name}                     its script and style
+    GET    /static/vendor/{name}              the libraries it uses (markdown-it)
     GET    /sessions                          {"sessions": [...]}, newest first
     POST   /sessions                          201 {"session_id"}  (JSON agent, provider, ...)
     DELETE /sessions/{sid}                    {"deleted": sid}
@@ -17,6 +18,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/apps/{call_id}     the MCP App of a call's result (HTML, CSP, data)
     POST   /sessions/{sid}/apps/{call_id}/calls  {"name", "arguments"}: a call from that app
     GET    /apps/sandbox                      the apps' sandbox page (other loopback name only)
+    POST   /sessions/{sid}/approvals/{aid}    {"decision"}: approve or deny a shell command
     /socket.io                                Socket.IO, namespace /events
 
 Around them: ``Guard`` (Host, Origin, token; ``silica.serve.auth``) for everything, and
@@ -48,6 +50,8 @@ from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
 from silica.serve import history as views
 from silica.serve.apps import AppHost, sandbox_origin
+from silica.serve.approvals import ANSWER_EXAMPLE as DECISION_EXAMPLE
+from silica.serve.approvals import read_answer
 from silica.serve.asking import ANSWER_EXAMPLE
 from silica.serve.auth import SANDBOX_PATH, Guard
 from silica.serve.bodies import json_object
@@ -92,7 +96,7 @@ class ServeApp:
         self.options = options
         self.bus: EventBus = make_bus(options.redis)
         self.runner = TurnRunner(options, self.bus)
-        self.sio = make_sio(options, self.bus, self.runner.asking)
+        self.sio = make_sio(options, self.bus, self.runner.asking, self.runner.approvals)
         self.routes = Routes(options, self.runner, self.bus)
         self.starlette = Starlette(routes=self.routes.table(), lifespan=self.lifespan,
                                    exception_handlers={SilicaError: _refused,
@@ -163,6 +167,7 @@ class Routes:
         return [
             Route("/", self.page, methods=["GET"]),
             Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/static/vendor/{name}", self.vendor, methods=["GET"]),
             Route("/sessions", self.sessions, methods=["GET", "POST"]),
             Route("/sessions/{sid}", self.session, methods=["GET", "DELETE"]),
             Route("/sessions/{sid}/messages", self.message, methods=["POST"]),
@@ -173,6 +178,7 @@ class Routes:
             Route("/sessions/{sid}/apps/{call_id}", self.app_of_call, methods=["GET"]),
             Route("/sessions/{sid}/apps/{call_id}/calls", self.app_call, methods=["POST"]),
             Route(SANDBOX_PATH, self.sandbox, methods=["GET"]),
+            Route("/sessions/{sid}/approvals/{aid}", self.approval, methods=["POST"]),
         ]
 
     # -- the page -------------------------------------------------------------------------
@@ -188,8 +194,11 @@ class Routes:
     async def static(self, request: Request) -> Response:
         return self._static_file(request.path_params["name"])
 
-    def _static_file(self, name: str) -> Response:
-        path = STATIC / name
+    async def vendor(self, request: Request) -> Response:
+        return self._static_file(request.path_params["name"], STATIC / "vendor")
+
+    def _static_file(self, name: str, folder: Path = STATIC) -> Response:
+        path = folder / name
         if not _STATIC_NAME.fullmatch(name) or not path.is_file() or path.is_symlink():
             what = "the web page is not installed" if name == "index.html" else \
                 f"there is no file {name[:100]!r} here"
@@ -253,6 +262,7 @@ class Routes:
         body = views.history(conversation, running=running,
                              running_turn=self.runner.running_turn(sid, conversation.turn))
         body["elicitations"] = await asyncio.to_thread(self.runner.asking.listing, sid)
+        body["approvals"] = await asyncio.to_thread(self.runner.approvals.listing, sid)
         return JSONResponse(body)
 
     async def image(self, request: Request) -> Response:
@@ -308,6 +318,15 @@ class Routes:
 
     async def sandbox(self, request: Request) -> Response:
         return self.apps.sandbox(request)
+    async def approval(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if not self.runner.exists(sid):
+            raise no_session(sid)
+        body = await _json_body(request, ("decision",), example=DECISION_EXAMPLE,
+                                what="an answer", optional=False)
+        decision = read_answer(body)
+        self.runner.approvals.answer(sid, request.path_params["aid"], decision)
+        return JSONResponse({"id": request.path_params["aid"], "decision": decision})
 
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]

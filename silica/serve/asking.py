@@ -23,26 +23,22 @@ the session keeps.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import json
 import logging
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from silica.agent.sessions import SessionError, session_folder
 from silica.elicitation import Action, Answer, Asker, Elicitation
 from silica.mcp.elicit import ElicitationError, check_answer, check_request
 from silica.serve.errors import ApiError
 from silica.serve.events import Pump
+from silica.serve.records import Records
 
 log = logging.getLogger("silica.serve")
 
 MAX_OPEN = 8               # open requests of one session; more are declined at once
-MAX_SAVED = 50             # finished requests a session's history shows
-MAX_FILE = 1024 * 1024     # bytes of elicitations.jsonl before it is cut to MAX_SAVED lines
 FILE_NAME = "elicitations.jsonl"
 ACTIONS: tuple[Action, ...] = ("accept", "decline", "cancel")
 ANSWER_EXAMPLE = '{"action": "accept", "content": {"field": "value"}}'
@@ -68,6 +64,8 @@ class Elicitations:
         self.home, self.timeout, self.limit = home, timeout, limit
         self.open: dict[str, Open] = {}
         self.finished: dict[str, str] = {}  # id -> session, of requests answered here
+        self.kept = Records(home, FILE_NAME,
+                            finished=lambda item: item.get("action") in ACTIONS)
 
     def asker(self, pump: Pump, session_id: str, turn_id: str, turn: int) -> Asker:
         """The ``Asker`` of turn ``turn`` (``turn_id``) of the session: its requests are
@@ -106,7 +104,9 @@ class Elicitations:
                 del self.finished[next(iter(self.finished))]
             pump.put("elicitation_done", {"turn_id": turn_id, "id": eid,
                                           "action": answer.action, "reason": answer.reason})
-            self._save(pending, answer)
+            self.kept.add(session_id, {
+                "turn_id": turn_id, "turn": pending.turn, **_shown(pending.request),
+                "action": answer.action, "reason": answer.reason})
         return answer
 
     def answer(self, session_id: str, eid: str, body: dict) -> Answer:
@@ -115,7 +115,7 @@ class Elicitations:
         fit (the request stays open)."""
         pending = self.open.get(eid)
         if pending is None or pending.session_id != session_id:
-            if self.finished.get(eid) == session_id or eid in self._saved_ids(session_id):
+            if self.finished.get(eid) == session_id or eid in self.kept.ids(session_id):
                 raise ApiError(409, "elicitation_finished", f"request {eid[:64]} was already "
                                "answered, timed out or cancelled")
             raise ApiError(404, "no_elicitation", f"session {session_id} has no open "
@@ -150,58 +150,13 @@ class Elicitations:
                 pending.answer.set_result(Answer("cancel", reason="the turn was stopped"))
 
     def listing(self, session_id: str) -> list[dict]:
-        """The session's finished requests (the last ``MAX_SAVED``, oldest first, each with
+        """The session's finished requests (the last ``records.MAX_SAVED``, oldest first, each with
         ``action`` and ``reason``), then its open ones (``action`` null)."""
-        shown = self._saved(session_id)
+        shown = self.kept.read(session_id)
         shown += [{"turn_id": o.turn_id, "turn": o.turn, **_shown(o.request), "action": None,
                    "reason": ""}
                   for o in self.open.values() if o.session_id == session_id]
         return shown
-
-    # -- what is saved ----------------------------------------------------------------------
-
-    def _file(self, session_id: str) -> Path | None:
-        try:
-            return session_folder(session_id, self.home) / FILE_NAME
-        except SessionError:
-            return None
-
-    def _save(self, pending: Open, answer: Answer) -> None:
-        path = self._file(pending.session_id)
-        if path is None:
-            return
-        record = {"turn_id": pending.turn_id, "turn": pending.turn, **_shown(pending.request),
-                  "action": answer.action, "reason": answer.reason}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            if path.stat().st_size > MAX_FILE:
-                lines = path.read_text(encoding="utf-8").splitlines()[-MAX_SAVED:]
-                path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        except OSError as exc:  # the answer still reaches the tool; only the note is lost
-            log.warning("could not save an elicitation of session %s: %s",
-                        pending.session_id, exc)
-
-    def _saved(self, session_id: str) -> list[dict]:
-        path = self._file(session_id)
-        if path is None:
-            return []
-        try:
-            with path.open(encoding="utf-8", errors="replace") as lines:
-                tail = list(lines)[-MAX_SAVED:]
-        except OSError:
-            return []
-        out = []
-        for line in tail:
-            with contextlib.suppress(ValueError):
-                item = json.loads(line)
-                if isinstance(item, dict) and item.get("action") in ACTIONS:
-                    out.append(item)
-        return out
-
-    def _saved_ids(self, session_id: str) -> set[str]:
-        return {str(item.get("id")) for item in self._saved(session_id)}
 
 
 def _shown(request: Elicitation) -> dict[str, Any]:

@@ -7,7 +7,10 @@ room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline``
 ``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A joined client may
 answer a tool's request for values with ``elicitation_answer`` ``{"session_id", "id",
 "action", "content"}`` (as ``POST /sessions/{sid}/elicitations/{id}``); the ack is ``{"ok":
-true, "id", "action"}`` or the error the route would send. A refused connect gets a
+true, "id", "action"}`` or the error the route would send. It may approve a shell command
+with ``approval_answer`` ``{"session_id", "id", "decision"}`` (as ``POST
+/sessions/{sid}/approvals/{id}``); the ack is ``{"ok": true, "id", "decision"}`` or the
+route's error. A refused connect gets a
 ``connect_error`` with the message and the data ``{"code", "message"}``.
 
 Before the token is checked a client costs little and not for long: at most ``[serve]
@@ -32,6 +35,7 @@ import socketio  # type: ignore[import-untyped]  # the package ships no type hin
 
 from silica.agent.sessions import SessionError, session_path
 from silica.security.text import safe_text
+from silica.serve.approvals import Approvals, read_answer
 from silica.serve.asking import Elicitations
 from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_matches
 from silica.serve.bodies import JSON
@@ -42,10 +46,11 @@ from silica.serve.options import ServeOptions
 log = logging.getLogger("silica.serve")
 
 
-def make_sio(options: ServeOptions, bus: EventBus,
-             asking: Elicitations | None = None) -> socketio.AsyncServer:
+def make_sio(options: ServeOptions, bus: EventBus, asking: Elicitations | None = None,
+             approvals: Approvals | None = None) -> socketio.AsyncServer:
     """The Socket.IO server, its events emitted through ``bus``; ``asking`` takes its
-    clients' answers to elicitations (``None``: none are taken)."""
+    clients' answers to elicitations, ``approvals`` to shell approvals (``None``: none are
+    taken)."""
 
     def allowed(origin: str | None, environ: dict) -> bool:
         return origin_allowed(origin, environ.get("HTTP_HOST", ""),
@@ -56,7 +61,7 @@ def make_sio(options: ServeOptions, bus: EventBus,
     sio = Server(async_mode="asgi", client_manager=bus.client_manager() or LocalManager(),
                  cors_allowed_origins=allowed, logger=False, engineio_logger=OneLine(log),
                  max_pending=serve.max_pending_socketio, timeout=serve.header_timeout)
-    sio.register_namespace(Events(options, asking))
+    sio.register_namespace(Events(options, asking, approvals))
     bus.attach(sio)
     return sio
 
@@ -188,7 +193,7 @@ class EngineIO(engineio.AsyncServer):
 
 _MALFORMED = (ValueError, TypeError, LookupError, AttributeError, RecursionError)
 _RESERVED = frozenset({"connect", "connect_error", "disconnect", "__disconnect_final"})
-_ONE_OBJECT = ("join", "leave", "elicitation_answer")
+_ONE_OBJECT = ("join", "leave", "elicitation_answer", "approval_answer")
 _KEEP: set[asyncio.Task] = set()
 
 
@@ -201,9 +206,10 @@ def _spawn(coro: Any) -> None:
 class Events(socketio.AsyncNamespace):
     """Handlers of the ``/events`` namespace."""
 
-    def __init__(self, options: ServeOptions, asking: Elicitations | None = None) -> None:
+    def __init__(self, options: ServeOptions, asking: Elicitations | None = None,
+                 approvals: Approvals | None = None) -> None:
         super().__init__(NAMESPACE)
-        self.options, self.asking = options, asking
+        self.options, self.asking, self.approvals = options, asking, approvals
         self.exists: Callable[[str], bool] = self._exists
 
     async def on_connect(self, sid: str, environ: dict, auth: Any = None) -> None:
@@ -269,6 +275,23 @@ class Events(socketio.AsyncNamespace):
         except ApiError as exc:
             return error_body(exc.code, exc.message, **exc.extra)
         return {"ok": True, "id": data["id"], "action": answer.action}
+
+    async def on_approval_answer(self, sid: str, data: Any = None) -> dict:
+        example = '{"session_id": "<id>", "id": "<approval id>", "decision": "once"}'
+        if not isinstance(data, dict) or not isinstance(data.get("session_id"), str) \
+                or not isinstance(data.get("id"), str):
+            return error_body("invalid_approval_answer", f"answer with {example}")
+        session_id = data["session_id"]
+        if self.approvals is None or room(session_id) not in self.rooms(sid):
+            return error_body("not_joined", f"join session {session_id[:64]} before "
+                              "answering its approvals")
+        try:
+            decision = read_answer({k: v for k, v in data.items()
+                                    if k not in ("session_id", "id")})
+            self.approvals.answer(session_id, data["id"], decision)
+        except ApiError as exc:
+            return error_body(exc.code, exc.message, **exc.extra)
+        return {"ok": True, "id": data["id"], "decision": decision}
 
     async def leave_session(self, sid: str, session_id: str) -> None:
         for name in (room(session_id), room(session_id, "refs"), room(session_id, "inline")):

@@ -12,10 +12,12 @@ the session's ``ImageStore`` and sends the ``message`` event, all before it retu
 turn runs as a task. Its ``AgentEvents`` become ``text_delta``, ``tool_call``,
 ``tool_result``, ``image`` and ``tool_note`` events (``silica.serve.events``), and it ends
 with ``turn_end`` (after an ``error`` event when it failed: the provider refused, the daemon
-stopped...). Every event of a session goes through one queue (its ``Pump``), so clients see
-them in the order they happened, and the turn never waits for a slow client. The turn lock
-is given back before ``turn_end`` is sent, so a client may send the next message as soon as
-it sees it.
+stopped...). Its tools' requests for values (``silica.serve.asking``) and its shell commands
+outside ``[shell] allow`` (``silica.serve.approvals``) are put to whoever watches the session,
+and a turn that ends denies what it left open. Every event of a session goes through one
+queue (its ``Pump``), so clients see them in the order they happened, and the turn never
+waits for a slow client. The turn lock is given back before ``turn_end`` is sent, so a client
+may send the next message as soon as it sees it.
 
 The daemon keeps an ``Agent`` per session it has used (the ``MAX_AGENTS`` most recent); a
 turn saved meanwhile by ``silica chat`` is read back before the next turn (``Agent.send``).
@@ -42,6 +44,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.images.store import StoreError, image_file
 from silica.providers.base import ProviderError
+from silica.serve.approvals import Approvals
 from silica.serve.asking import Elicitations
 from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
@@ -91,6 +94,7 @@ class TurnRunner:
         self.tasks: set[asyncio.Task] = set()
         self.bodies = BodyBudget(options.settings.serve.max_body_memory)
         self.asking = Elicitations(self.home, timeout=options.settings.mcp.elicitation_timeout)
+        self.approvals = Approvals(self.home, timeout=options.settings.serve.approval_timeout)
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -232,6 +236,9 @@ class TurnRunner:
         # its tools' requests for values are put to whoever watches the session
         agent.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
                                           turn.number)
+        # and its shell commands outside [shell] allow wait for that person's approval
+        agent.approve = self.approvals.approver(slot.pump, turn.session_id, turn.turn_id,
+                                                turn.number)
         failure: ApiError | None = None
         reply_text, stop_reason = "", "error"
         cancelled = False
@@ -247,6 +254,7 @@ class TurnRunner:
             failure = _failure(exc)
         finally:
             self.asking.end_turn(turn.turn_id)
+            self.approvals.end_turn(turn.turn_id)
             agent.release_turn()
             slot.claimed, slot.turn = False, None
         usage = agent.usage.model_dump()

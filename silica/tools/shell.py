@@ -5,8 +5,10 @@ It is registered only when ``[shell] enabled`` (``--allow-shell`` on ``ask``/``c
 ``silica mcp serve --shell``). Which commands run:
 
 - one matching a pattern of ``[shell] allow`` (``allowed_by``) runs at once;
-- any other is put to ``ToolContext.approve`` (the person, in ``chat``): no refuses it, a
-  pattern (str) allows it and, through ``SessionApproval``, the rest of that pattern;
+- any other is put to ``ToolContext.approve`` (the person: in ``chat`` at the terminal, in
+  ``serve`` on the page or the API, ``silica.serve.approvals``): no refuses it, a pattern
+  (str) allows it and, through ``SessionApproval``, the rest of that pattern; the call's
+  clock stops while the person is asked;
 - with nobody to ask (``approve`` is ``None``: ``ask``, a host with ``[shell] allow`` set)
   it is refused, NOT run, with a result that says how to allow it.
 """
@@ -157,18 +159,22 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
     asked = arguments.get("timeout", limit)
     if isinstance(asked, bool) or not isinstance(asked, int | float) or asked <= 0:
         return ToolResult.error("timeout must be a whole number of seconds above 0")
+    asking = 0.0
     # Off the loop: a long line takes a server's other calls no time (at most ~0.3 s here).
     if not await asyncio.to_thread(allowed_by, command, settings.shell.allow):
         if context.approve is None:
             return ToolResult.error(refusal(command))
+        asked_at = time.monotonic()
         if not await context.approve(command):
             return ToolResult.error(f"[refused: the user did not allow `{command}`; it was not "
                                     "run. Do not retry it: ask the user what to do instead]")
-    # The call as a whole has the tools timeout; time spent asking comes out of it.
-    left = limit - (time.monotonic() - started) - 1.0
+        asking = time.monotonic() - asked_at
+    # The call as a whole has the tools timeout; the time the person took to answer is not
+    # counted (the toolbox stops the call's clock while they are asked).
+    left = limit - (time.monotonic() - started - asking) - 1.0
     if left <= 0:
-        return ToolResult.error(f"[`{command}` was not run: approving it took the call's "
-                                f"whole time ({limit:g} s); ask for it again]")
+        return ToolResult.error(f"[`{command}` was not run: the call had no time left of "
+                                f"its {limit:g} s; ask for it again]")
     policy = EnvPolicy(withhold=(*withhold_from_environment(), *settings.tools.env_withhold))
     done = await run_command(command, cwd=context.workdir, timeout=min(float(asked), left),
                              policy=policy, image_limits=settings.images.apply(ANTHROPIC),

@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -52,6 +53,9 @@ from silica.tools.discovery import (
 from silica.tools.environment import granted_env, tool_env, tool_sandbox
 from silica.tools.model import DEFAULT_STDOUT_CAP, Tool, ToolStatus
 
+if TYPE_CHECKING:
+    from asyncio import Timeout
+
 DEFAULT_TIMEOUT = 60.0
 NOTHING = "(the tool returned nothing)"  # a built-in's empty result, as the model is told
 
@@ -69,6 +73,32 @@ def progress_as_line(on_stderr_line: Callable[[str], None] | None,
         line(text + (f" {' '.join(message.split())}" if message else ""))
 
     return progress
+
+
+Approve = Callable[[str], Awaitable[bool | str]]
+
+
+def _clock_stopped(approve: Approve | None, clock: Timeout) -> Approve | None:
+    """``approve`` with the call's clock (``clock``, the built-in's timeout) stopped while a
+    person is asked: the time they take to answer is theirs, not the tool's (a front end
+    bounds it: ``[serve] approval_timeout``)."""
+    if approve is None:
+        return None
+
+    async def asking(command: str) -> bool | str:
+        import asyncio  # loaded already: this runs on an event loop
+
+        loop = asyncio.get_running_loop()
+        when = clock.when()
+        left = None if when is None else max(0.0, when - loop.time())
+        clock.reschedule(None)
+        try:
+            return await approve(command)
+        finally:  # not once it fired: that is the call being stopped
+            if left is not None and not clock.expired():
+                clock.reschedule(loop.time() + left)
+
+    return asking
 
 
 class Toolbox:
@@ -247,13 +277,14 @@ class Toolbox:
             return ToolResult.error(str(exc))
         import asyncio  # loaded already: this runs on an event loop
 
-        context = ToolContext(workdir=self.cwd, settings=self.settings, approve=self.approve,
-                              elicit=self.elicit, log=self.log, sample=self.sample,
-                              attach=self.attach, roots=self.roots,
-                              progress=progress_as_line(on_stderr_line))
         try:
-            result = await asyncio.wait_for(tool.builtin.run(dict(arguments or {}), context),
-                                            self.timeout)
+            async with asyncio.timeout(self.timeout) as clock:
+                context = ToolContext(workdir=self.cwd, settings=self.settings,
+                                      approve=_clock_stopped(self.approve, clock),
+                                      elicit=self.elicit, log=self.log, sample=self.sample,
+                                      attach=self.attach, roots=self.roots,
+                                      progress=progress_as_line(on_stderr_line))
+                result = await tool.builtin.run(dict(arguments or {}), context)
         except TimeoutError:
             return ToolResult.error(f"{tool.name} did not finish within {self.timeout:g} s "
                                     "and was stopped")
