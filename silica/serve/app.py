@@ -49,9 +49,9 @@ from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
 from silica.serve import history as views
-from silica.serve.apps import AppHost, sandbox_origin
 from silica.serve.approvals import ANSWER_EXAMPLE as DECISION_EXAMPLE
 from silica.serve.approvals import read_answer
+from silica.serve.apps import AppHost, sandbox_origin
 from silica.serve.asking import ANSWER_EXAMPLE
 from silica.serve.auth import SANDBOX_PATH, Guard
 from silica.serve.bodies import json_object
