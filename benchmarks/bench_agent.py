@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import json
 import os
 import shlex
@@ -66,6 +65,7 @@ from common import (
     Row,
     bench_parser,
     console,
+    crop_png,
     med,
     ms,
     note,
@@ -171,12 +171,7 @@ def build(conversation: Conversation, store: ImageStore, aging: AgingSettings,
 
 def chat_screenshot(seed: int) -> bytes:
     """A detailed 1600x1000 PNG: the top-left of a desktop screenshot, pixel for pixel."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(screenshot_png(seed))) as img:
-        buf = io.BytesIO()
-        img.crop((0, 0, *CHAT_SIZE)).save(buf, "PNG")
-        return buf.getvalue()
+    return crop_png(screenshot_png(seed), (0, 0, *CHAT_SIZE))
 
 
 def shared_prefix(a: bytes, b: bytes) -> int:

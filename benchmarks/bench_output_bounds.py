@@ -66,7 +66,7 @@ def repeated(piece: str, total: str, first: str = "b''", last: str = "b''") -> s
 
 CASES = [
     Case("plain 64 MiB", repeated("b'x' * 79 + b'\\n'", str(CAP + MIB)),
-         "output cut: the tool printed more than the 67108864-byte cap"),
+         "output cut: the command printed more than the 67108864-byte cap"),
     Case("kitty chunks 64 MiB (4096 chars)",
          repeated("b'\\x1b_Gm=1;' + b'A' * 4096 + b'\\x1b\\\\'", str(CAP - MIB),
                   first="b'\\x1b_Ga=T,f=100,m=1;' + b'A' * 4096 + b'\\x1b\\\\'"),

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import os
 import shlex
@@ -66,6 +65,7 @@ from common import (
     Row,
     bench_parser,
     console,
+    crop_png,
     interleaved,
     load_line,
     med,
@@ -589,15 +589,6 @@ def bench_latency(root: Path, daemon: Daemon, provider: Provider, opts: Any) -> 
 
 
 # -- 2. a burst of screenshot messages ----------------------------------------------------
-
-
-def crop_png(data: bytes, box: tuple[int, int, int, int]) -> bytes:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        buf = io.BytesIO()
-        img.crop(box).save(buf, "PNG")
-        return buf.getvalue()
 
 
 def burst_screens(sessions: int) -> list[list[bytes]]:

@@ -78,7 +78,7 @@ def render_after(result, stream: Counter) -> None:
     from silica.cli import output, show
 
     output.err.file = stream
-    show.show_result(result, [], inline=False)
+    show.show_result(result, [], images="off")
 
 
 def timed(render, result) -> tuple[float, int]:

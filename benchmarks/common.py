@@ -211,6 +211,17 @@ def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
         return ImageFont.load_default()
 
 
+def crop_png(data: bytes, box: tuple[int, int, int, int]) -> bytes:
+    """The PNG of the part ``box`` (left, top, right, bottom) of image ``data``, pixel for
+    pixel."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        buf = io.BytesIO()
+        img.crop(box).save(buf, "PNG")
+        return buf.getvalue()
+
+
 def screenshot_png(seed: int, *, buttons: bool = False) -> bytes:
     """A 1920x1080 desktop: gradient wallpaper, an editor, a terminal, a browser with a chart
     (and a row of buttons if ``buttons``), a taskbar. ``seed`` moves the windows and changes

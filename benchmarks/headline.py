@@ -51,6 +51,7 @@ SOURCES = [
     Source("sixel", "bench_sixel.py", (), ("--repeat", "3")),
     Source("kitty", "bench_images.py", (), ("--repeat", "5")),
     Source("memory", "bench_chat_memory.py", (), ()),
+    Source("draw", "bench_draw.py", (), ("--repeat", "3")),
 ]
 
 HEADLINES = [
@@ -83,6 +84,9 @@ HEADLINES = [
              "a fresh process each run: 1,000"),
     Headline("silica chat memory growth per turn, turns 5-30", "memory",
              "vmrss growth per turn"),
+    Headline("draw a 1600x1000 screenshot, kitty, vs chafa (fresh processes)", "draw",
+             "kitty: draw 1600x1000"),
+    Headline("the same, sixel, vs img2sixel", "draw", "silica vs img2sixel"),
 ]
 
 

@@ -60,6 +60,10 @@
     fetch_private = false           # true: image URLs may point at private addresses
     approval_timeout = 300          # seconds a shell command waits for a person's approval
 
+    [display]
+    images = "auto"                 # images in the terminal: "kitty", "iterm2", "sixel",
+                                    # "blocks" (half-block cells) or "off"
+
     [resident]                      # ask, chat, tools run/list hand their run to a warm process
     enabled = true                  # false: never (so does SILICA_RESIDENT=0)
     idle = 600                      # seconds with no run before it exits
@@ -541,6 +545,18 @@ class ResidentSettings(_Section):
     idle: int = Field(default=600, ge=1, le=_MAX_COUNT)
 
 
+ImagesSetting = Literal["auto", "kitty", "iterm2", "sixel", "blocks", "off"]
+"""What ``[display] images`` may say: how images are drawn in the terminal."""
+
+
+class DisplaySettings(_Section):
+    """``[display]``: how images are drawn in the terminal (``silica.display.detect``):
+    ``"auto"`` (the terminal's own protocol, found from its environment and answers, else
+    half-block cells), one protocol by name, or ``"off"`` (a line of text per image)."""
+
+    images: ImagesSetting = "auto"
+
+
 class Settings(_Section):
     provider: str = "anthropic"
     model: str | None = None
@@ -562,6 +578,7 @@ class Settings(_Section):
     resident: ResidentSettings = Field(default_factory=ResidentSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    display: DisplaySettings = Field(default_factory=DisplaySettings)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
 
     @field_validator("agents")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
+from pty_terminal import Terminal
 from wire import anthropic_server, text, tool_call
 
 # The model's program word: ESC c (reset: clears the screen), CSI erase and conceal, OSC
@@ -23,54 +21,6 @@ COMMAND = f"{HOSTILE} -rf victim"
 OWN_STYLE = re.compile(rb"\x1b\[[0-9;]*m")
 # Left after that, nothing a terminal acts on: no ESC, no C0 but BS/TAB/LF/CR, no DEL, no C1.
 RAW_CONTROL = re.compile(rb"[\x00-\x07\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]")
-
-
-class Terminal:
-    """A process on the slave side of a pty; ``read_until`` reads the master side."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.master, slave = os.openpty()
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                     cwd=cwd, start_new_session=True)
-        os.close(slave)
-        self.seen = b""
-
-    def read_until(self, marker: bytes, limit: float = 120, since: int = 0) -> None:
-        """Read until ``marker`` is seen past byte ``since`` of what was read."""
-        end = time.monotonic() + limit
-        while marker not in self.seen[since:]:
-            if time.monotonic() > end:
-                raise AssertionError(f"no {marker!r} in {self.seen[-2000:]!r}")
-            if not self._read_some(0.5):
-                assert self.proc.poll() is None, f"chat ended: {self.seen[-2000:]!r}"
-
-    def _read_some(self, wait: float) -> bool:
-        ready, _, _ = select.select([self.master], [], [], wait)
-        if not ready:
-            return False
-        try:
-            data = os.read(self.master, 65536)
-        except OSError:  # EIO: the slave side is closed
-            return False
-        self.seen += data
-        return bool(data)
-
-    def type(self, line: str) -> None:
-        os.write(self.master, line.encode() + b"\r")
-
-    def finish(self, limit: float = 120) -> int:
-        end = time.monotonic() + limit
-        while self.proc.poll() is None and time.monotonic() < end:
-            self._read_some(0.2)
-        while self._read_some(0.2):  # what is left in the pty after the exit
-            pass
-        return self.proc.wait(timeout=10)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:  # a failed test: stop the chat it started
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        os.close(self.master)
 
 
 def test_chat_prints_no_raw_control_from_the_models_command(home, project):

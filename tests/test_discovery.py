@@ -284,3 +284,16 @@ def test_a_hostile_helper_version_does_not_crash_discovery(user_tools):
     [tool] = Toolbox().discover().tools
     assert tool.ok
     assert (user_tools / HELPER_NAME).read_text() == helper_source()  # replaced by ours
+
+
+def test_a_tools_dependencies_run_from_bytecode_made_with_its_environment(user_tools,
+                                                                       monkeypatch):
+    """A confined tool cannot write bytecode (its environment is read-only there), nor can
+    any tool where PYTHONDONTWRITEBYTECODE is set: its environment is made with it, or
+    every run compiles its dependencies again."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    cyclopts_tool(user_tools, "where", params="",
+                  body="import os\nprint(os.path.exists(cyclopts.__cached__))")
+    box = Toolbox()
+    assert str(box.discover().runnable()["where"].status) == "ok"
+    assert box.call("where", {}).text.strip() == "True"

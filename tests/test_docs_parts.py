@@ -1,6 +1,6 @@
-"""docs/design.md names every module of the parts that hold silica's security, MCP and serve
-code, and the sandbox's modules in silica/tools/: a module added without a word in the map
-fails here."""
+"""docs/design.md names every module of the parts that hold silica's security, MCP, serve
+and terminal display code, and the sandbox's modules in silica/tools/: a module added
+without a word in the map fails here."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("package", ["security", "mcp", "serve"])
+@pytest.mark.parametrize("package", ["security", "mcp", "serve", "display"])
 def test_the_design_map_names_every_module_of(package):
     row = next(line for line in DESIGN.splitlines() if line.startswith(f"| `silica/{package}/`"))
     modules = sorted(p.name for p in (ROOT / "silica" / package).glob("*.py")

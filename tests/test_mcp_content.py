@@ -359,13 +359,12 @@ def test_the_terminal_views_skip_what_is_for_the_model_only(capsys, tmp_path):
                    audience=("assistant",)),
         ImageBlock(media_type="image/png", data=png, width=24, height=16,
                    audience=("user",))])
-    show_result(got, [tmp_path / "model.png", tmp_path / "user.png"], inline=False)
+    show_result(got, [tmp_path / "model.png", tmp_path / "user.png"], images="off")
     shown = capsys.readouterr().out
     assert "secret plan" not in shown and "for the person" in shown
     assert str(tmp_path / "user.png") in shown and str(tmp_path / "model.png") not in shown
     assert "[2 blocks for the model only, not shown]" in shown
-    view = AgentView()
-    view.inline = False
+    view = AgentView(images="off")
     view.on_tool_result(ToolCall(id="c", name="forms__x"), got,
                         [tmp_path / "model.png", tmp_path / "user.png"])
     said = capsys.readouterr().err

@@ -190,7 +190,9 @@ def test_a_json_message_with_an_image_streams_and_lands_in_history(http, srv, da
     history = http.get(f"/sessions/{sid}/history")
     assert not BASE64_RUN.search(history.text)
     body = history.json()
-    assert body["turns"] == [{"turn": 1, "status": "complete"}] and body["running"] is False
+    assert body["turns"] == [{"turn": 1, "status": "complete", "usage": end["usage"],
+                              "stop_reason": "end_turn"}]  # as turn_end gave them
+    assert body["running"] is False
     user, answer = body["messages"]
     assert user["role"] == "user" and user["content"][0] == {"type": "text",
                                                              "text": "what is this?"}
@@ -333,7 +335,7 @@ def test_a_second_message_while_a_turn_runs_is_a_409(http, srv, daemon, world, t
     assert running["running"] is True and running["turns"][-1]["status"] == "running"
     assert third.status_code == 200 and third.json()["text"] == "Next."
     turns = http.get(f"/sessions/{sid}/history").json()["turns"]
-    assert turns == [{"turn": 1, "status": "complete"}, {"turn": 2, "status": "complete"}]
+    assert [(t["turn"], t["status"]) for t in turns] == [(1, "complete"), (2, "complete")]
 
 
 # -- workspaces ---------------------------------------------------------------------------
@@ -421,7 +423,7 @@ def test_chat_resumes_a_session_made_by_the_daemon(http, srv, world):
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     history = http.get(f"/sessions/{sid}/history").json()
     assert [m["role"] for m in history["messages"]] == ["user", "assistant"] * 2
-    assert history["turns"][-1] == {"turn": 2, "status": "complete"}
+    assert (history["turns"][-1]["turn"], history["turns"][-1]["status"]) == (2, "complete")
 
 
 def test_the_daemon_lists_and_continues_a_session_made_by_the_cli(http, srv, world):
@@ -458,3 +460,7 @@ def test_the_page_and_its_files_are_served(http):
     assert traversal.status_code == 404
     assert http.get("/static/.hidden").status_code == 404
     assert http.get("/static/nope.js").json()["error"]["code"] == "not_found"
+    vendored = http.get("/static/vendor/markdown-it.min.js")  # the page's markdown library
+    assert vendored.status_code == 200 and "javascript" in vendored.headers["content-type"]
+    assert http.get("/static/vendor/..%2Fapp.js").status_code == 404
+    assert http.get("/static/vendor/nope.js").json()["error"]["code"] == "not_found"

@@ -29,6 +29,7 @@ expect.set_options(timeout=30_000)
 
 TOKEN = "approvals-page-secret-0123456789"
 REFUSED = "did not allow"  # what the model is told of a denied command (silica.tools.shell)
+MAX_OPEN = 8  # silica.serve.approvals.MAX_OPEN
 
 
 def home_with(tmp: Path, *, timeout: float | None = None) -> Path:
@@ -249,6 +250,42 @@ def test_always_lets_the_same_program_run_but_another_program_still_asks(
     assert [r["is_error"] for r in results] == [False, False, True]
 
 
+def test_more_open_than_allowed_are_denied_and_one_always_lets_the_open_ones_run(
+        daemon, model, workspace):
+    """One reply calls the shell MAX_OPEN + 1 times at once: MAX_OPEN requests are shown,
+    the one past them is denied unseen, and "always" on one lets the others it covers run
+    (``covered``)."""
+    sid = new_session(daemon)
+    model.script.clear()
+    calls = [tool_call("shell", {"command": f"touch many-{i}.txt"}) for i in range(MAX_OPEN + 1)]
+    reply = calls[0]
+    for call in calls[1:]:
+        reply = reply + call
+    model.add(reply, text("Many."))
+
+    async def go():
+        async with SseReader(daemon, sid) as sse, daemon.async_client() as http:
+            await http.post(f"/sessions/{sid}/messages", json={"message": "many"})
+            asked = []
+            while len(asked) < MAX_OPEN:
+                [*_, (_, one)] = await sse.until("approval")
+                asked.append(one)
+            sent = await http.post(f"/sessions/{sid}/approvals/{asked[0]['id']}",
+                                   json={"decision": "always"})
+            assert sent.status_code == 200
+            return asked, await sse.until("turn_end")
+
+    asked, events = asyncio.run(go())
+    assert not named(events, "approval")  # none past the first MAX_OPEN was shown
+    done = {d["id"]: (d["decision"], d["reason"]) for d in named(events, "approval_done")}
+    assert done == {a["id"]: ("always", "answered") if a is asked[0] else ("once", "covered")
+                    for a in asked}
+    made = sorted(f.name for f in workspace.glob("many-*.txt"))
+    assert len(made) == MAX_OPEN
+    results = results_of(events)
+    assert sorted(r["is_error"] for r in results) == [False] * MAX_OPEN + [True]
+
+
 def test_socketio_answers_once_a_client_has_joined(daemon, model, workspace):
     sid = new_session(daemon)
     other = new_session(daemon)
@@ -322,14 +359,57 @@ def test_a_turn_stopped_with_its_daemon_is_denied_and_shown_so_after_a_restart(m
 
         asked, events = asyncio.run(go())
     assert events[-1][1]["decision"] == "deny" and events[-1][1]["reason"] == "turn ended"
+    model.script.clear()
+    model.add(text("Still here."))
     with start_daemon(home, env=env, cwd=tmp_path) as daemon, daemon.client() as http:
         gone = http.post(f"/sessions/{sid}/approvals/{asked['id']}", json={"decision": "once"})
         history = http.get(f"/sessions/{sid}/history").json()
+        after = http.post(f"/sessions/{sid}/messages?wait=true", json={"message": "go on"})
+    assert after.status_code == 200 and after.json()["text"] == "Still here."  # usable
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "approval_gone"
     assert "turn ended" in gone.json()["error"]["message"]
     [saved] = history["approvals"]
     assert saved["id"] == asked["id"] and saved["decision"] == "deny"
     assert not (tmp_path / "stopped.txt").exists()
+
+
+def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_the_answer(
+        model, tmp_path):
+    from test_serve_redis import RedisServer
+
+    home = home_with(tmp_path)
+    env = env_for(model, home)
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        with start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as a, \
+                start_daemon(home, env=env, args=["--redis", server.url], cwd=tmp_path) as b:
+            sid = new_session(a)
+            model.script.clear()
+            model.add(tool_call("shell", {"command": "touch over-redis.txt"}), text("Done."))
+
+            async def go():
+                async with SseReader(a, sid) as sse, Listener(a, sid) as sio, \
+                        a.async_client() as at_a, b.async_client() as at_b:
+                    await at_b.post(f"/sessions/{sid}/messages", json={"message": "make it"})
+                    [*_, (_, asked)] = await sse.until("approval")
+                    [*_, (_, heard)] = await sio.until("approval")
+                    assert heard == asked
+                    url = f"/sessions/{sid}/approvals/{asked['id']}"
+                    elsewhere = await at_a.post(url, json={"decision": "once"})
+                    assert elsewhere.status_code == 404
+                    assert "daemon whose turn asked" in elsewhere.json()["error"]["message"]
+                    sent = await at_b.post(url, json={"decision": "once"})
+                    assert sent.status_code == 200, sent.text
+                    [*_, (_, done)] = await sio.until("approval_done")
+                    return asked, done, await sse.until("turn_end")
+
+            asked, done, events = asyncio.run(go())
+    finally:
+        server.stop()
+    assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "decision": "once",
+                    "reason": "answered"}
+    assert not results_of(events)[0]["is_error"]
+    assert (tmp_path / "over-redis.txt").exists()
 
 
 # -- the page -----------------------------------------------------------------------------
@@ -389,6 +469,7 @@ def test_the_page_asks_and_run_once_lets_the_turn_finish_with_the_output(
     expect(request.locator("code.pattern")).to_have_text("printf * && touch *")
     expect(request.get_by_role("button", name="Always for this pattern")).to_be_visible()
     expect(request.get_by_role("button", name="Deny")).to_be_visible()
+    expect(page.locator("details.tool > summary")).to_contain_text("waiting for your approval")
     assert not (workspace / "page.txt").exists()
     request.get_by_role("button", name="Run once").click()
     expect(page.locator(".approval-done")).to_contain_text("ran once")

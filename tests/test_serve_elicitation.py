@@ -483,12 +483,12 @@ def test_the_page_shows_a_form_and_the_tool_gets_what_the_browser_typed(browser,
     second, errors2 = tab(browser, daemon)
     model.script.clear()
     model.add(tool_call("probe", {"message": "Who is <b>there</b>?"}), text("Thanks, Ada."))
-    page.get_by_role("button", name="New session").click()
+    page.get_by_role("button", name="New session").click()  # saved with its first message
+    page.get_by_role("textbox", name="Message").fill("ask me")
+    page.get_by_role("button", name="Send", exact=True).click()
     sid = session_in_hash(page)
     assert sid
     second.goto(f"/#{sid}")
-    page.get_by_role("textbox", name="Message").fill("ask me")
-    page.get_by_role("button", name="Send", exact=True).click()
 
     form = page.locator("form.elicitation")
     expect(form).to_be_visible()
@@ -550,10 +550,10 @@ def test_a_reloaded_page_shows_an_open_request_as_a_form_that_still_answers(brow
     page, errors = tab(browser, daemon)
     model.script.clear()
     model.add(tool_call("probe", {"message": "Still there?"}), text("Declined, fine."))
-    page.get_by_role("button", name="New session").click()
-    sid = session_in_hash(page)
+    page.get_by_role("button", name="New session").click()  # saved with its first message
     page.get_by_role("textbox", name="Message").fill("ask me")
     page.get_by_role("button", name="Send", exact=True).click()
+    sid = session_in_hash(page)
     expect(page.locator("form.elicitation .message")).to_have_text("Still there?")
 
     page.reload()  # the open request comes back from the history, as a form

@@ -9,6 +9,8 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from PIL import Image
 
 from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
@@ -19,6 +21,7 @@ from silica.agent.sessions import (
     new_session_id,
     save_session,
     sessions_dir,
+    title,
 )
 from silica.blocks import ImageBlock, TextBlock
 from silica.images.store import ImageStore, default_root
@@ -292,3 +295,36 @@ def test_find_sessions_by_emptiness_and_age(home):
     assert [s.id for s in find_sessions(empty=True)] == ["lonely"]
     assert [s.id for s in find_sessions(older_than=30)] == ["old"]
     assert find_sessions(empty=True, older_than=30) == []
+
+
+@given(st.text(alphabet=st.sampled_from("ab \n\t.é"), max_size=200))
+def test_a_title_is_one_line_of_the_first_message_cut_at_a_word(typed):
+    conversation = Conversation(id="titled")
+    conversation.add("user", [TextBlock(text=typed)], new_turn=True)
+    words = " ".join(typed.split())
+    name = title(conversation)
+    assert "\n" not in name and "\t" not in name and len(name) <= 60
+    if len(words) <= 60:
+        assert name == words
+    else:
+        kept = name.removesuffix("…")
+        assert name.endswith("…") and words.startswith(kept) and kept == kept.strip()
+        assert words[len(kept)] == " " or len(kept) >= 29  # a whole word, unless too long
+
+
+def test_a_long_title_ends_on_a_whole_word():
+    conversation = Conversation(id="titled")
+    conversation.add("user", [TextBlock(text="Plot the monthly sales\nof 2026   for the "
+                                             "board meeting next Tuesday, please")],
+                     new_turn=True)
+    assert title(conversation) == "Plot the monthly sales of 2026 for the board meeting next…"
+
+
+def test_a_session_of_images_only_is_named_after_its_first_image(home):
+    conversation = Conversation(id="pictures")
+    store = ImageStore(default_root(), conversation.id)
+    shot = ImageBlock(media_type="image/png", data=screenshot_png(), width=800, height=600)
+    conversation.add("user", store.put_message([shot], alt="shot\nof the\tscreen.png"),
+                     new_turn=True)
+    assert title(conversation) == "Image: shot of the screen.png"
+    assert title(Conversation(id="empty")) == ""

@@ -65,7 +65,7 @@ def test_a_flood_of_failing_output_shows_its_start_and_where_the_rest_is(capsys,
 
     lines = [f"error {i}: something failed at step {i}" for i in range(120_000)]
     flood = "\n".join(lines)  # about 4.5 MB
-    show_result(ToolResult(blocks=[TextBlock(text=flood)], is_error=True), [], inline=False)
+    show_result(ToolResult(blocks=[TextBlock(text=flood)], is_error=True), [], images="off")
     shown = capsys.readouterr().err
     assert len(shown) < 4_000 and shown.startswith("error 0: something failed at step 0\n")
     assert "error 39:" in shown and "error 40:" not in shown

@@ -173,9 +173,10 @@ RESERVED = {"if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "w
             "until", "for", "in", "function", "select", "time", "coproc", "declare",
             "typeset", "export", "readonly", "local", "unset"}
 # Quoted text of any character but those that make a line never vouched for, quoted or not
-# (controls, Unicode blanks: shell_syntax's "unusual" ones).
+# (controls, Unicode blanks: shell_syntax's "unusual" ones, and characters past U+FFFF).
 UNUSUAL = "".join(c for c in map(chr, range(0x3001)) if shell_syntax._UNUSUAL.match(c)) + "\ufeff"
-QUOTED = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"),
+QUOTED = st.text(alphabet=st.characters(max_codepoint=0xFFFF,
+                                        blacklist_categories=("Cs", "Cc"),
                                         blacklist_characters=UNUSUAL), max_size=10)
 ARGUMENT = st.one_of(SAFE, QUOTED.map(shlex.quote))
 OPERATORS = st.sampled_from([";", "&&", "||"])
@@ -313,3 +314,33 @@ def test_what_is_allowed_runs_in_sh_as_matched(sh_world, tokens):
                    stdin=subprocess.DEVNULL, capture_output=True)
     assert not mark.exists(), command
     assert log.exists() and log.read_text().count("ran") == 1, command
+
+
+# -- the native grammar never takes the process down ----------------------------------------
+
+CRASH_LOOP = """
+import random
+from silica.security.shell_syntax import parse
+from silica.tools.shell import allowed_by, always_pattern
+rng = random.Random(0)
+count = 0
+for _ in range(4000):
+    c = chr(rng.randrange(0x10000, 0x110000))
+    for line in ("{" + c, "echo {" + c + "7", "x {a," + c + "}", c + "{"):
+        assert parse(line) is None
+        assert allowed_by(line, ["echo *", "*"]) == "*"
+        assert allowed_by(line, ["echo *", "x *"]) is None
+        always_pattern(line)
+        count += 1
+print("judged", count)
+"""
+
+
+def test_characters_that_crashed_the_grammar_are_judged_in_a_live_process():
+    """A brace then a character outside the Basic Multilingual Plane made the native grammar
+    read out of bounds: the process asking (chat, the daemon, mcp serve) died of SIGSEGV.
+    Such a line is now asked about, and the process that judged thousands of them lives."""
+    proc = subprocess.run([sys.executable, "-c", CRASH_LOOP], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "judged 16000"

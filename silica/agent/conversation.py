@@ -45,6 +45,10 @@ class Message(BaseModel):
     content: list[ContentBlock]
     turn: int = Field(ge=0)
     at: float = 0.0  # when it was added (Unix time; 0: unknown), for aging (agent.render)
+    # a model's reply only: what its request cost ({input_tokens, output_tokens,
+    # cache_read_tokens, cache_write_tokens}) and why it stopped; None when not known
+    usage: dict[str, int] | None = None
+    stop_reason: str | None = None
 
 
 def _now() -> datetime:
@@ -69,11 +73,13 @@ class Conversation(BaseModel):
         return self.messages[-1].turn if self.messages else 0
 
     def add(self, role: Literal["user", "assistant"], content: list, *,
-            new_turn: bool = False) -> Message:
-        """Append a message; ``new_turn`` starts the next turn (a person's message)."""
+            new_turn: bool = False, usage: dict[str, int] | None = None,
+            stop_reason: str | None = None) -> Message:
+        """Append a message; ``new_turn`` starts the next turn (a person's message);
+        ``usage`` and ``stop_reason``: what a model's reply cost and why it stopped."""
         message = Message(role=role, content=content,
                           turn=self.turn + 1 if new_turn or not self.messages else self.turn,
-                          at=time.time())
+                          at=time.time(), usage=usage, stop_reason=stop_reason)
         self.messages.append(message)
         self.updated = _now()
         return message

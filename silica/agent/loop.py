@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,14 +60,13 @@ from silica.paths import silica_home
 from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
 from silica.providers.clients import warm_up
 from silica.providers.registry import get_provider
-from silica.tools.toolbox import Toolbox
+from silica.tools.toolbox import Approve, Toolbox
 from silica.words import counted
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with tools. Use them when they help; when a tool returns "
     "an image, look at it before you answer."
 )
-Approve = Callable[[str], Awaitable[bool | str]]
 INTERRUPTED = "[interrupted by the user before this tool call finished]"
 
 current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
@@ -336,7 +335,9 @@ class Agent:
             reply = await self.provider.complete(request, self.events.on_text)
             self.usage, self.last_reply = self.usage + reply.usage, reply
             said: list = [TextBlock(text=reply.text)] if reply.text else []
-            self.conversation.add("assistant", said + list(reply.tool_calls))
+            self.conversation.add("assistant", said + list(reply.tool_calls),
+                                  usage=reply.usage.model_dump(),
+                                  stop_reason=reply.stop_reason or None)
             # off the event loop: the reply's last events go out to listeners meanwhile
             await asyncio.to_thread(self._save)
             if not reply.tool_calls:

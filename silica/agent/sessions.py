@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
-from silica.blocks import ImageBlock, TextBlock
+from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.fsutil import write_atomic
 from silica.paths import silica_home
@@ -219,17 +219,33 @@ def find_sessions(*, empty: bool = False, older_than: float | None = None,
 
 
 def title(conversation: Conversation) -> str:
-    """The first text a person typed, on one line, at most ``TITLE_LENGTH`` characters."""
+    """The first text a person typed, on one line, at most ``TITLE_LENGTH`` characters: a
+    longer one is cut after its last whole word that fits (or mid-word, when that would
+    leave less than half of it) and ends with "…". A session whose person sent only images
+    is named after the first one (``Image: shot.png``); one with no message yet is ``""``."""
+    image: ImageRefBlock | None = None
     for message in conversation.messages:
         if message.role != "user":
             continue
         for block in message.content:
             if isinstance(block, TextBlock) and block.text.strip():
-                text = " ".join(block.text.split())
-                if len(text) > TITLE_LENGTH:
-                    text = text[:TITLE_LENGTH - 1].rstrip() + "…"
-                return text
-    return ""
+                return _one_line(block.text)
+            if isinstance(block, ImageRefBlock) and image is None:
+                image = block
+    if image is None:
+        return ""
+    return _one_line(f"Image: {image.alt}") if image.alt.strip() else "Image"
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, cut to ``TITLE_LENGTH`` as ``title`` says."""
+    text = " ".join(text.split())
+    if len(text) > TITLE_LENGTH:
+        cut = text[:TITLE_LENGTH - 1]
+        if text[TITLE_LENGTH - 1] != " " and cut.rfind(" ") >= TITLE_LENGTH // 2:
+            cut = cut[:cut.rfind(" ")]
+        text = cut.rstrip() + "…"
+    return text
 
 
 def _read(path: Path) -> Conversation:

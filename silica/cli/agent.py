@@ -15,6 +15,7 @@ from cyclopts import Parameter
 from rich.text import Text
 
 from silica.cli.output import err, fail, out, plain, print_json, say
+from silica.cli.show import ImagesFlag, describe_image, draw_image, images_setting
 from silica.cli.transcript import call_line, replay, summary
 from silica.security.text import safe_text
 
@@ -86,11 +87,12 @@ class AgentView:
     """The loop as the person sees it: the model's words on stdout, tools on stderr.
 
     The model's text pieces on either side of a tool call are kept apart by a newline, so
-    stdout reads as lines even when it is a file.
+    stdout reads as lines even when it is a file. Images (a tool's, the person's) are drawn
+    on stdout as ``images`` (``[display] images``) says, each described on stderr.
     """
 
-    def __init__(self) -> None:
-        self.inline = _kitty_supported()
+    def __init__(self, images: str = "auto") -> None:
+        self.images = images
         self.line_open = False  # stdout holds text not yet ended by a newline
         self.tool_since_text = False
 
@@ -124,26 +126,21 @@ class AgentView:
 
     def on_tool_result(self, call, result, paths) -> None:
         from silica.blocks import for_user
-        from silica.cli.show import describe_image
-        from silica.cli.terminal import kitty_image
 
         style = "red" if result.is_error else "green"
         err.print(Text.assemble(("  ← ", style), plain(f"{call.name}: {summary(result.blocks)}")))
         for image, path in zip(result.images, paths, strict=False):
             if not for_user(image):  # for the model only
                 continue
-            if self.inline:
-                out.file.write(kitty_image(image.data) + "\n")
-            say("  " + describe_image(image, path), console=err)
+            self.show_image(image, path)
+
+    def show_image(self, image, path: Path | None = None) -> None:
+        """Draw ``image`` (an ``ImageBlock``) and describe it beneath."""
+        draw_image(out, self.images, image.data)
+        say("  " + describe_image(image, path), console=err)
 
     def on_tool_note(self, call, note: str) -> None:
         err.print(Text.assemble(("  ! ", "yellow"), plain(f"{call.name}: {note}")))
-
-
-def _kitty_supported() -> bool:
-    from silica.cli.terminal import kitty_supported
-
-    return kitty_supported(os.environ, sys.stdout.isatty())
 
 
 def _run_turn(runner: asyncio.Runner, agent, view: AgentView, text: str,
@@ -158,7 +155,10 @@ def _run_turn(runner: asyncio.Runner, agent, view: AgentView, text: str,
         if len(images) > most:
             raise SilicaError(f"{len(images)} images given, more than the {most} one message "
                               "may carry ([images] max_per_message); attach fewer")
-        await agent.send(text, [await _attachment(agent, image) for image in images])
+        attached = [await _attachment(agent, image) for image in images]
+        for block in attached:
+            view.show_image(block)
+        await agent.send(text, attached)
 
     try:
         runner.run(turn())
@@ -188,15 +188,17 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 async def _attachment(agent, image: str):
-    """An ``--image``: a file (the agent reads and checks it), or an http(s) URL fetched
-    and checked here as ``silica serve`` does (``[serve] fetch_private``, ``fetch_timeout``;
-    ``[images] max_size_bytes``)."""
-    if not _URL.match(image):
-        return Path(image)
-    from silica.images.fetch import fetch_image, shown_url
-    from silica.images.intake import prepare_upload
+    """An ``--image`` as a checked ``ImageBlock``: a file, read and checked as the agent
+    reads a person's file, or an http(s) URL fetched and checked here as ``silica serve``
+    does (``[serve] fetch_private``, ``fetch_timeout``; ``[images] max_size_bytes``)."""
+    from silica.images.intake import prepare_upload, read_image_file
 
     settings = agent.settings
+    if not _URL.match(image):
+        return await asyncio.to_thread(read_image_file, Path(image), limits=agent.info.limits,
+                                       max_bytes=settings.images.max_size_bytes)
+    from silica.images.fetch import fetch_image, shown_url
+
     fetched = await fetch_image(image, max_bytes=settings.images.max_size_bytes,
                                 timeout=settings.serve.fetch_timeout,
                                 allow_private=settings.serve.fetch_private)
@@ -207,10 +209,11 @@ async def _attachment(agent, image: str):
 
 
 def _start(settings, resume: str | None = None, agent: str | None = None,
-           provider: str | None = None, model: str | None = None):
+           provider: str | None = None, model: str | None = None,
+           images: bool | None = None):
     from silica.agent.loop import Agent
 
-    view = AgentView()
+    view = AgentView(images_setting(images, settings))
     if resume:
         return Agent.resume(resume, settings, agent=agent, provider=provider, model=model,
                             events=view.events()), view
@@ -246,6 +249,7 @@ def ask(
     allow_shell: AllowShell = False,
     yes: AcceptDefaults = False,
     json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
+    images: ImagesFlag = None,
 ):
     """Ask once: the model uses your tools as it needs, then answers.
 
@@ -272,13 +276,14 @@ def ask(
     # No one answers a prompt here: a shell command outside [shell] allow is refused, and
     # an MCP server's request for input is declined (or given its defaults: --yes).
     settings = _settings(max_turns, allow_shell)
-    agent, view = _start(settings, agent=agent_, provider=provider, model=model)
+    agent, view = _start(settings, agent=agent_, provider=provider, model=model,
+                         images=images)
     from silica.cli.elicit import unattended_asker
 
     agent.elicit = unattended_asker("defaults" if yes else settings.mcp.elicitation)
     if json_:  # stdout holds the JSON alone
         agent.on("text", None)
-        view.inline = False
+        view.images = "off"
     with _session_loop() as runner:
         ok = _run_turn(runner, agent, view, prompt, image or [])
     session = agent.conversation.id
@@ -306,6 +311,7 @@ def chat(
     model: str | None = None,
     max_turns: int | None = None,
     allow_shell: AllowShell = False,
+    images: ImagesFlag = None,
 ):
     """Talk with the model and your tools; /help lists the commands, /exit or Ctrl-D ends,
     Ctrl-C stops a turn.
@@ -324,7 +330,7 @@ def chat(
         How many model requests one message may take (1 or more).
     """
     settings = _settings(max_turns, allow_shell)
-    agent, view = _start(settings, resume, agent_, provider, model)
+    agent, view = _start(settings, resume, agent_, provider, model, images)
     from silica.cli.elicit import terminal_asker
     from silica.tools.shell import SessionApproval
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from cyclopts import Parameter
 
 from silica.cli.output import fail, print_json
+from silica.cli.show import ImagesFlag
 
 
 def exec_command(
@@ -19,6 +20,7 @@ def exec_command(
     timeout: float | None = None,
     cwd: Path | None = None,
     sandbox: Annotated[bool, Parameter(negative="")] = False,
+    images: ImagesFlag = None,
 ):
     """Run a command as silica runs a tool and show what a model gets from its output.
 
@@ -51,7 +53,7 @@ def exec_command(
     """
     import asyncio
 
-    from silica.cli.show import save_image, show_result
+    from silica.cli.show import images_setting, save_image, show_result
     from silica.cli.tools import toolbox
     from silica.tools.commands import NOT_EXECUTABLE, NOT_FOUND, run_command
 
@@ -85,6 +87,6 @@ def exec_command(
         print_json(run.result.to_anthropic())
     else:
         saved = [save_image(img, save_images) for img in run.result.images]
-        show_result(run.result, saved)
+        show_result(run.result, saved, images_setting(images, box.settings))
     if run.status:
         raise SystemExit(run.status)

@@ -7,6 +7,7 @@ from typing import Annotated
 from cyclopts import App, Parameter
 
 from silica.cli.output import JsonFlag, fail, out, plain, print_json, print_table, say, table
+from silica.cli.show import ImagesFlag
 
 app = App(name="sessions", help="Saved conversations (resume one with silica chat --resume ID).")
 
@@ -29,6 +30,57 @@ def list_sessions(*, json_: JsonFlag = False):
         grid.add_row(*(plain(cell) for cell in (  # a title or a problem quotes outside text
             s.id, str(s.updated or "")[:19], str(s.turns or ""), s.model or "", title)))
     print_table(grid)
+
+
+@app.command
+def show(session_id: str, *,
+         json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
+         images: ImagesFlag = None):
+    """Show a saved session from its start: your messages, the model's text, each tool
+    call and its result, with their images drawn in the terminal and described.
+
+    Parameters
+    ----------
+    session_id
+        The session to show (see silica sessions list).
+    json_
+        Print the session as saved (its messages, images as references) as JSON.
+    """
+    from silica.agent.sessions import load_session
+    from silica.cli.show import describe_image, draw_image, images_setting
+    from silica.cli.transcript import replay
+    from silica.config import load_settings
+
+    settings = load_settings()
+    conversation = load_session(session_id)  # a SessionError ends the command, said plainly
+    if json_:
+        print_json(conversation.model_dump(mode="json"))
+        return
+    setting = images_setting(images, settings)
+    store = _store(session_id, settings)
+
+    def image(block) -> None:
+        from silica.blocks import ImageBlock
+        from silica.images.store import StoreError
+
+        try:
+            data = store.read(block.ref)
+        except StoreError as exc:
+            say(f"  [image not shown: {exc}]", style="dim")
+            return
+        shown = ImageBlock(media_type=block.ref.media_type, data=data,
+                           width=block.ref.width, height=block.ref.height)
+        draw_image(out, setting, data)
+        say("  " + describe_image(shown, store.path(block.ref)))
+
+    replay(conversation, None, console=out, style="", image=image)
+
+
+def _store(session_id: str, settings):
+    from silica.images.store import ImageStore, check_root
+    from silica.paths import silica_home
+
+    return ImageStore(check_root(silica_home() / "images"), session_id, settings.store)
 
 
 @app.command

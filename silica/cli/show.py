@@ -1,5 +1,5 @@
 """Showing a ToolResult in the terminal: text as printed, images as a line of facts each,
-drawn inline too where the terminal speaks the kitty graphics protocol.
+drawn above it as ``[display] images`` says (``silica.display``: fitted to the terminal).
 
 A text block is shown up to ``SHOW_CHARS`` characters and ``SHOW_LINES`` lines, then one line
 saying how much was left out and the file that holds all of it, so showing a flood of output
@@ -11,9 +11,13 @@ says how many were left out.
 
 from __future__ import annotations
 
-import os
+import functools
 import re
 from pathlib import Path
+from typing import Annotated
+
+from cyclopts import Parameter
+from rich.console import Console
 
 from silica.blocks import ImageBlock, TextBlock, ToolResult, for_user
 from silica.cli.output import err, out, plain, say
@@ -24,6 +28,38 @@ _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp
 SHOW_CHARS = 2_000
 SHOW_LINES = 40
 _SHOWS = re.compile(r"[^ \t\n]")  # a character that prints something (␍ included)
+
+ImagesFlag = Annotated[bool | None, Parameter(name="--images", negative="--no-images", help=(
+    "Draw images in the terminal (--images: even when [display] images is \"off\"), or "
+    "not (--no-images: a line of text each); default: [display] images in config.toml."))]
+"""The ``--images/--no-images`` flag of every command that shows images."""
+
+
+def images_setting(flag: bool | None, settings) -> str:
+    """The ``[display] images`` setting in force for a command run with ``flag``
+    (``silica.display.detect.choose_setting``); the notice about ``SILICA_INLINE_IMAGES``
+    is printed once, on stderr."""
+    from silica.display.detect import choose_setting
+
+    setting, notice = choose_setting(settings.display.images, flag)
+    if notice:
+        _note(notice)
+    return setting
+
+
+@functools.cache  # once per run (a resident's run clears it)
+def _note(notice: str) -> None:
+    say(f"note: {notice}", console=err, style="dim")
+
+
+def draw_image(console: Console, setting: str, data: bytes) -> None:
+    """Draw image ``data`` on ``console``'s stream as ``setting`` says (nothing off a
+    terminal, or for "off")."""
+    if setting == "off":
+        return
+    from silica.display.draw import draw_image as draw
+
+    draw(console.file, setting, data)
 
 
 def clip_for_terminal(text: str, chars: int = SHOW_CHARS,
@@ -84,10 +120,10 @@ def describe_image(image: ImageBlock, saved: Path | None) -> str:
             f"~tokens: {tokens}{where}]")
 
 
-def show_result(result: ToolResult, saved: list[Path | None], inline: bool | None = None,
+def show_result(result: ToolResult, saved: list[Path | None], images: str = "auto",
                 *, full_output: Path | None = None) -> None:
-    """Print ``result``: each image is drawn inline when ``inline`` (default: when
-    ``kitty_supported`` says the terminal can), and always described in one line.
+    """Print ``result``: each image is drawn as the setting ``images`` says (``[display]
+    images``; nothing off a terminal), and always described in one line beneath.
 
     A long text block is cut (``clip_for_terminal``) with a line naming where all of the
     result's text is: ``full_output`` if given, else a file ``save_text`` writes.
@@ -95,19 +131,16 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
     ``saved`` holds an entry per image of ``result`` (``result.images``), shown or not; blocks
     for the model only are skipped (see the module docstring)."""
     from silica.agent.results import compact_undecodable
-    from silica.cli.terminal import kitty_image, kitty_supported
 
     console = err if result.is_error else out
-    if inline is None:
-        inline = kitty_supported(os.environ, _isatty(console.file))
-    images = iter(saved)
+    paths = iter(saved)
     problem = ""
     hidden = 0
     for block in result.blocks:
         if not for_user(block):
             hidden += 1
             if isinstance(block, ImageBlock):
-                next(images, None)  # ``saved`` follows every image, this one too
+                next(paths, None)  # ``saved`` follows every image, this one too
             continue
         if isinstance(block, TextBlock):
             shown, left = clip_for_terminal(block.text)
@@ -124,24 +157,9 @@ def show_result(result: ToolResult, saved: list[Path | None], inline: bool | Non
                 say(f"[… {left:,} more characters not shown; {where}]", console=console,
                     style="dim")
         elif isinstance(block, ImageBlock):
-            if inline:
-                try:
-                    drawn = kitty_image(block.data)
-                except Exception:  # an image that cannot be drawn is still described
-                    drawn = ""
-                if drawn:
-                    # Past rich, which would escape the sequence; flushed first to keep order.
-                    console.file.flush()
-                    console.file.write(drawn + "\n")
-                    console.file.flush()
-            console.print(plain(describe_image(block, next(images, None))))
+            draw_image(console, images, block.data)
+            console.print(plain(describe_image(block, next(paths, None))))
     if hidden:
         what = "block" if hidden == 1 else "blocks"
         say(f"[{hidden} {what} for the model only, not shown]", console=console, style="dim")
 
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

@@ -25,6 +25,7 @@ from silica.cli.output import (
     to_terminal,
     warn,
 )
+from silica.cli.show import ImagesFlag
 from silica.config import Settings
 from silica.elicitation import Answer, Elicitation
 from silica.paths import project_tool_folder, silica_home, user_tools_dir
@@ -236,6 +237,7 @@ def run(
     json_: Annotated[bool, Parameter(name="--json", negative="")] = False,
     save_images: Path | None = None,
     provider: str | None = None,
+    images: ImagesFlag = None,
 ):
     """Run tool NAME with a JSON input, as an agent would, and show what the model gets.
 
@@ -254,7 +256,7 @@ def run(
         openai, openai-responses, gemini, ollama or a plugin's (default: config, then
         anthropic).
     """
-    from silica.cli.show import save_image, show_result
+    from silica.cli.show import images_setting, save_image, show_result
 
     name = _named(name, "run NAME --input '{...}'")
     if save_images is not None and save_images.exists() and not save_images.is_dir():
@@ -275,7 +277,7 @@ def run(
         print_json(result.to_anthropic())
     else:
         saved = [save_image(img, save_images) for img in result.images]
-        show_result(result, saved)
+        show_result(result, saved, images_setting(images, box.settings))
     if result.is_error:
         raise SystemExit(1)
 

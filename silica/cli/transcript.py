@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 
 from silica.cli.output import err, plain
@@ -74,18 +76,23 @@ def call_line(call: Any) -> str:
     return f"{call.name} {args if len(args) <= 200 else args[:197] + '...'}"
 
 
-def replay(conversation: Any, turns: int = REPLAYED) -> None:
-    """Show the latest ``turns`` turns of ``conversation`` on stderr, dimmed, as chat showed
-    them: the person's lines, the model's text, each tool call and its result on one line."""
+def replay(conversation: Any, turns: int | None = REPLAYED, *, console: Console = err,
+           style: str = "dim", image: Callable[[Any], None] | None = None) -> None:
+    """Show the latest ``turns`` turns of ``conversation`` (None: all) on ``console``, in
+    ``style``, as chat showed them: the person's lines, the model's text, each tool call and
+    its result on one line. ``image``, when given, shows each image (an ``ImageRefBlock``:
+    the person's and those of results, after their line); without it a person's image is
+    the line ``[an image]``."""
     from silica.blocks import TextBlock, ToolCall, for_user
     from silica.security.text import safe_text
 
     messages = conversation.messages
     numbers = sorted({m.turn for m in messages})
-    shown = set(numbers[-turns:])
+    shown = set(numbers if turns is None else numbers[-turns:])
     if len(numbers) > len(shown):
-        err.print(f"… {counted(len(numbers) - len(shown), 'earlier turn')}", style="dim",
-                  markup=False)
+        console.print(f"… {counted(len(numbers) - len(shown), 'earlier turn')}", style=style,
+                      markup=False)
+    dim = f"{style} " if style else ""
     for message in messages:
         if message.turn not in shown:
             continue
@@ -93,14 +100,22 @@ def replay(conversation: Any, turns: int = REPLAYED) -> None:
             if isinstance(block, TextBlock) and for_user(block):
                 words = safe_text(block.text.strip())
                 if message.role == "user":
-                    err.print(Text.assemble(("you> ", "dim"), (words, "dim")))
+                    console.print(Text.assemble(("you> ", style), (words, style)))
                 elif words:
-                    err.print(Text(words, style="dim"))
+                    console.print(Text(words, style=style))
             elif isinstance(block, ToolCall):
-                err.print(Text.assemble(("→ ", "dim cyan"), plain(call_line(block), "dim")))
+                console.print(Text.assemble(("→ ", f"{dim}cyan"),
+                                            plain(call_line(block), style)))
             elif getattr(block, "type", "") == "tool_result":
-                style = "dim red" if block.is_error else "dim green"
-                err.print(Text.assemble(("  ← ", style),
-                                        plain(f"{block.name}: {summary(block.content)}", "dim")))
+                colour = f"{dim}red" if block.is_error else f"{dim}green"
+                console.print(Text.assemble(("  ← ", colour), plain(
+                    f"{block.name}: {summary(block.content)}", style)))
+                if image is not None:
+                    for part in block.content:
+                        if getattr(part, "type", "") == "image_ref" and for_user(part):
+                            image(part)
             elif message.role == "user" and getattr(block, "type", "") == "image_ref":
-                err.print(Text("  [an image]", style="dim"))
+                if image is not None:
+                    image(block)
+                else:
+                    console.print(Text("  [an image]", style=style))

@@ -32,6 +32,8 @@ full-size image; they work band by band, so no full-size copy is made and the es
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import io
 import math
 import struct
@@ -60,6 +62,9 @@ PILLOW_FORMATS: dict[str, tuple[str, ...]] = {
 }
 """The Pillow plugin that decodes each media type: no other plugin is ever tried."""
 
+_PLUGIN_MODULES = {"PNG": "PngImagePlugin", "JPEG": "JpegImagePlugin", "GIF": "GifImagePlugin",
+                   "WEBP": "WebPImagePlugin", "BMP": "BmpImagePlugin"}
+
 REDUCING_GAP = 3.0
 """Past this ratio, ``resize`` first reduces by a whole factor (box filter), as Pillow does."""
 
@@ -75,6 +80,18 @@ _SMALL_MODES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16
 _DECODER_COPIES = {"WEBP": 4}  # RGBA-sized buffers a decoder holds until it is let go
 _KEPT_COPIES = {"AVIF": 3, "HEIF": 3}  # ... and those it holds as long as the image
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+_TRANSPOSE = {  # EXIF orientation -> what turns it upright (as ImageOps.exif_transpose)
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
+                       Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270})
 _HEAVY = {  # formats whose decoder costs several times the pixels: what to send instead
     "WEBP": ", or PNG or JPEG (a WebP takes 5 times its pixels to decode)",
     "AVIF": ", or PNG or JPEG (an AVIF takes 4 times its pixels to decode)",
@@ -136,6 +153,22 @@ def pixel_refusal(label: str, size: tuple[int, int] | None, limits: ImageLimits)
     return f"{what}; it was not decoded or sent. Emit a smaller image"
 
 
+def plugins(true_type: str) -> tuple[str, ...] | None:
+    """The Pillow formats that decode ``true_type``, their plugins registered: the one needed
+    imported alone where Pillow names it so, else through ``Image.init`` (which imports every
+    plugin: a few tens of milliseconds). ``None`` when Pillow here has none."""
+    formats = PILLOW_FORMATS.get(true_type)
+    if formats is None:
+        return None
+    for name in formats:
+        if name not in Image.OPEN and name in _PLUGIN_MODULES:
+            with contextlib.suppress(ImportError):  # then Image.init looks for it
+                importlib.import_module(f"PIL.{_PLUGIN_MODULES[name]}")
+    if not all(f in Image.OPEN for f in formats):
+        Image.init()
+    return formats if all(f in Image.OPEN for f in formats) else None
+
+
 def inspect(payload: ImagePayload, limits: ImageLimits) -> Cost | None:
     """The cost of preparing ``payload`` for ``limits``, from its header only.
 
@@ -146,14 +179,13 @@ def inspect(payload: ImagePayload, limits: ImageLimits) -> Cost | None:
     try:
         data = bytes(payload.data)
         true_type = sniff_media_type(data)
-        formats = PILLOW_FORMATS.get(true_type or "")
-        if true_type is None or formats is None:
+        if true_type is None or true_type not in PILLOW_FORMATS:
             return None
         name = label(true_type, normalize_media_type(payload.declared_type))
         if true_type == WEBP:
             return webp_cost(data, name, limits)
-        Image.init()
-        if not all(f in Image.OPEN for f in formats):
+        formats = plugins(true_type)
+        if formats is None:
             return None
         with Image.open(io.BytesIO(data), formats=list(formats)) as img:
             try:
@@ -399,7 +431,8 @@ def _bands(img: Image.Image, multiple: int = 1) -> list[tuple[int, int, int, int
 
 
 def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
-           resample: Image.Resampling = Image.Resampling.LANCZOS) -> Image.Image:
+           resample: Image.Resampling = Image.Resampling.LANCZOS,
+           reducing_gap: float | None = REDUCING_GAP) -> Image.Image:
     """``img`` (L, LA, RGB or RGBA) scaled down to ``size`` with ``resample`` (Lanczos, or a
     filter that reaches no further, such as BOX).
 
@@ -410,7 +443,9 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
     or a full-height intermediate. An image of at most ``2 * BAND_PIXELS`` is scaled by
     Pillow in one call: its copies then take no more than the bands' (``_BAND_WORK``), and
     the bands' own work would double the time. ``premultiply``: scale with premultiplied
-    alpha, so transparent pixels do not bleed their colour.
+    alpha, so transparent pixels do not bleed their colour. ``reducing_gap=None``: no reduction
+    by a whole factor first, so every pixel of the result is ``resample`` over the source
+    exactly (slower on a large ratio).
     """
     width, height = img.size
     out_w, out_h = size
@@ -419,10 +454,10 @@ def resize(img: Image.Image, size: tuple[int, int], premultiply: bool,
     work = {"LA": "La", "RGBA": "RGBa"}.get(img.mode, img.mode) if premultiply else img.mode
     if width * height <= 2 * BAND_PIXELS:
         whole = img.convert(work) if work != img.mode else img
-        out = whole.resize(size, resample, reducing_gap=REDUCING_GAP)
+        out = whole.resize(size, resample, reducing_gap=reducing_gap)
         return out.convert(img.mode) if work != img.mode else out
-    factor_x = max(1, int(width / out_w / REDUCING_GAP))
-    factor_y = max(1, int(height / out_h / REDUCING_GAP))
+    factor_x = max(1, int(width / out_w / reducing_gap)) if reducing_gap else 1
+    factor_y = max(1, int(height / out_h / reducing_gap)) if reducing_gap else 1
     reduced_h = -(-height // factor_y)
     scale = reduced_h / out_h  # reduced rows per row of the result
     margin = math.ceil(3.0 * max(scale, 1.0)) + 1  # Lanczos reaches 3 * scale rows each way
@@ -480,3 +515,42 @@ def has_alpha(img: Image.Image) -> bool:
     if img.mode not in ("LA", "RGBA"):
         return False
     return any(img.crop(box).getchannel("A").getextrema() != (255, 255) for box in _bands(img))
+
+
+def orientation(img: Image.Image) -> Image.Transpose | None:
+    """What turns ``img`` upright per its EXIF orientation (``None``: it is, or bad EXIF)."""
+    try:
+        return _TRANSPOSE.get(img.getexif().get(0x0112, 1))
+    except Exception:  # bad EXIF: keep the pixels as stored
+        return None
+
+
+def eight_bit(img: Image.Image) -> Image.Image:
+    """``img`` in one of L, LA, RGB, RGBA (16-bit and float samples scaled, not clipped)."""
+    mode = img.mode
+    if mode in ("L", "LA", "RGB", "RGBA"):
+        return img
+    if mode in _SIXTEEN_BIT or mode in ("I", "F"):  # band by band: no full-size 32-bit copy
+
+        def wide(band: Image.Image) -> Image.Image:
+            return band.convert("I") if mode in _SIXTEEN_BIT else band
+
+        low, high = extrema(img, wide)
+        if mode == "F" or low < 0 or high > 65535:
+            span = (high - low) or 1
+            return to_grey(
+                img, lambda band: band.point(lambda v: (v - low) * 255.0 / span).convert("L")
+            )
+        if high > 255:
+            return to_grey(
+                img, lambda band: wide(band).point(lambda v: v / 256.0).convert("L")
+            )
+        return to_grey(img, lambda band: wide(band).convert("L"))
+    if mode == "P":
+        transparent = "transparency" in img.info or getattr(img.palette, "mode", "") == "RGBA"
+        return img.convert("RGBA" if transparent else "RGB")
+    if mode in ("1", "La"):
+        return img.convert("L" if mode == "1" else "LA")
+    if mode in ("PA", "RGBa") or "A" in mode:
+        return img.convert("RGBA")
+    return img.convert("RGB")  # CMYK, YCbCr, LAB, HSV, RGBX, ...

@@ -88,18 +88,6 @@ _NEVER_SENT = {
 }
 
 _PLAIN_MODES = frozenset({"1", "L", "LA", "P", "RGB", "RGBA"})
-_SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
-_TRANSPOSE = {  # EXIF orientation -> what turns it upright (as ImageOps.exif_transpose)
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_270,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_90,
-}
-_SWAPPING = frozenset({Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE,
-                       Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270})
 
 
 class _Dropped(Exception):
@@ -161,9 +149,8 @@ def _prepare(payload: ImagePayload, limits: ImageLimits, many: bool, lossy: bool
     label = budget.label(true_type, declared)
     if true_type in _NEVER_SENT:
         raise _Dropped(f"{label} cannot be sent to the model; {_NEVER_SENT[true_type]}")
-    pillow_formats = budget.PILLOW_FORMATS.get(true_type)
-    Image.init()
-    if not pillow_formats or not all(f in Image.OPEN for f in pillow_formats):
+    pillow_formats = budget.plugins(true_type)
+    if pillow_formats is None:
         raise _Dropped(
             f"{label} cannot be decoded here, so it was not sent; convert it to PNG or JPEG first"
         )
@@ -254,7 +241,7 @@ def _fit(
         # A fitting still image is never sent bigger than it came (an animation sent whole
         # would be a different thing, so it is not compared).
         original = (kept, len(data) - 1) if fits and not animated else None
-        return _reencode(img, target, _orientation(img), true_type, label, source, limits,
+        return _reencode(img, target, budget.orientation(img), true_type, label, source, limits,
                          lossy, original)
 
 
@@ -280,7 +267,7 @@ def _reencode(
             f"{label} would have to be converted, but these limits accept neither PNG nor "
             "JPEG; it was not sent"
         )
-    frame = _eight_bit(frame)
+    frame = budget.eight_bit(frame)
     transparent = budget.has_alpha(frame)
     flatten = transparent and not png_ok  # JPEG only: flatten onto white
     max_bytes = limits.max_base64_bytes // 4 * 3  # the most raw bytes whose base64 fits
@@ -314,7 +301,7 @@ def _reencode(
             break
         area_ratio = (new_size[0] * new_size[1]) / (size[0] * size[1])
         size = new_size
-    if turn in _SWAPPING:
+    if turn in budget.SWAPPING:
         target = (target[1], target[0])
     raise _Dropped(
         f"{label} of {target[0]}x{target[1]} px could not be made to fit "
@@ -329,7 +316,7 @@ def _worth_reencoding(img: Image.Image, true_type: str, data: bytes, lossy: bool
     it was written at zlib's fastest level (or stored), or when a palette holds it."""
     if true_type != PNG or img.mode not in ("L", "LA", "RGB", "RGBA"):
         return False
-    if _orientation(img) is not None:  # re-encoding would turn it: keep it as it came
+    if budget.orientation(img) is not None:  # re-encoding would turn it: keep it as it came
         return False
     return lossy or _png_zlib_level(data) == 0 or encode.few_colours(img)
 
@@ -420,14 +407,6 @@ def _load(img: Image.Image, label: str) -> None:
         raise _corrupt(label, exc) from None
 
 
-def _orientation(img: Image.Image) -> Image.Transpose | None:
-    """What turns ``img`` upright per its EXIF orientation (``None``: it is, or bad EXIF)."""
-    try:
-        return _TRANSPOSE.get(img.getexif().get(0x0112, 1))
-    except Exception:  # bad EXIF: keep the pixels as stored
-        return None
-
-
 def _finish(
     scaled: Image.Image, transparent: bool, flatten: bool, turn: Image.Transpose | None
 ) -> Image.Image:
@@ -440,37 +419,6 @@ def _finish(
         scaled = Image.new("RGB", rgba.size, "white")
         scaled.paste(rgba, mask=rgba.getchannel("A"))
     return scaled.transpose(turn) if turn is not None else scaled
-
-
-def _eight_bit(img: Image.Image) -> Image.Image:
-    """``img`` in one of L, LA, RGB, RGBA (16-bit and float samples scaled, not clipped)."""
-    mode = img.mode
-    if mode in ("L", "LA", "RGB", "RGBA"):
-        return img
-    if mode in _SIXTEEN_BIT or mode in ("I", "F"):  # band by band: no full-size 32-bit copy
-
-        def wide(band: Image.Image) -> Image.Image:
-            return band.convert("I") if mode in _SIXTEEN_BIT else band
-
-        low, high = budget.extrema(img, wide)
-        if mode == "F" or low < 0 or high > 65535:
-            span = (high - low) or 1
-            return budget.to_grey(
-                img, lambda band: band.point(lambda v: (v - low) * 255.0 / span).convert("L")
-            )
-        if high > 255:
-            return budget.to_grey(
-                img, lambda band: wide(band).point(lambda v: v / 256.0).convert("L")
-            )
-        return budget.to_grey(img, lambda band: wide(band).convert("L"))
-    if mode == "P":
-        transparent = "transparency" in img.info or getattr(img.palette, "mode", "") == "RGBA"
-        return img.convert("RGBA" if transparent else "RGB")
-    if mode in ("1", "La"):
-        return img.convert("L" if mode == "1" else "LA")
-    if mode in ("PA", "RGBa") or "A" in mode:
-        return img.convert("RGBA")
-    return img.convert("RGB")  # CMYK, YCbCr, LAB, HSV, RGBX, ...
 
 
 def _base64_len(size: int) -> int:

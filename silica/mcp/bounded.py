@@ -12,7 +12,10 @@ of one:
   ``nextCursor`` and with ``_meta["silica/cut"]`` saying what was left out (``cut_note``);
   the rest of the line is skipped unread;
 - any line longer than ``MAX_MESSAGE`` is refused: it becomes an error answer to its
-  request, and the rest of it is skipped unread.
+  request, and the rest of it is skipped unread;
+- an answer to a ``resources/read`` of an MCP App (a ``ui://`` URI, seen going out by
+  ``RequestWatch``) is refused the same way once it is longer than ``APP_ANSWER_MAX``,
+  when its ``id`` comes at its start (the error's ``data`` is ``TOO_LARGE``).
 
 The ``id`` of a cut or refused answer is read from its start, or, when it comes after the
 result, from the last ``TAIL`` bytes of the line (``id_in_tail``); an answer whose ``id``
@@ -40,6 +43,9 @@ PAGE_BYTES = 1024 * 1024  # a line up to this size is passed on as it is
 PAGE_HOLD = 4 * 1024 * 1024  # what is read of a long tools/list answer to cut it
 MAX_MESSAGE = 64 * 1024 * 1024  # the most silica holds of one message (as a tool's stdout)
 CUT_KEY = "silica/cut"
+APP_ANSWER_MAX = 8 * 1024 * 1024  # an MCP App's HTML (silica.mcp.apps: 4 MiB) as JSON, escaped
+TOO_LARGE = {"silica": "answer_too_large"}  # the data of the error an app read is refused with
+_WATCHED = 64  # app reads awaiting their answer on one connection, at most
 _READ = 64 * 1024
 # A tools/list result's fields that the 2026-07-28 wire requires, at their safest values
 # (never cached, private, complete): a cut page whose own came after its tools gets these.
@@ -211,12 +217,12 @@ def finish(message: dict[str, Any], size: int, tail: bytes | bytearray = b"") ->
         if not found:
             return b""
         message = {"jsonrpc": "2.0", "id": rid, **message}
-    if "error" in message:
+    if "error" not in message:
+        message["result"]["_meta"][CUT_KEY]["bytes"] = size
+    elif not message["error"]["message"]:
         message["error"]["message"] = (
             f"the server's answer was {size:,} bytes, more than the "
             f"{MAX_MESSAGE // (1024 * 1024)} MiB silica reads of one message; silica refused it")
-    else:
-        message["result"]["_meta"][CUT_KEY]["bytes"] = size
     return _line(message)
 
 
@@ -355,6 +361,9 @@ class BoundedLines:
         self._cut_now = False  # the current line answers tools/list: cut at PAGE_HOLD
         self._tail = bytearray()  # the last TAIL bytes of a skipped line
         self._ended = False
+        self._prefix: Prefix | None = None  # the start of the current long line, once read
+        self.limits: dict[Any, int] = {}
+        """Request ids whose answers are refused past so many bytes (``RequestWatch``)."""
 
     async def receive(self, max_bytes: int = _READ) -> bytes:
         import anyio
@@ -420,12 +429,23 @@ class BoundedLines:
         size = len(self._held)
         if not self._probed or (self._cut_now and size >= PAGE_HOLD):
             self._probed = True
-            prefix = page_prefix(_text(self._held[:PAGE_HOLD]))
+            prefix = self._prefix = page_prefix(_text(self._held[:PAGE_HOLD]))
             if prefix.tools is not None:
                 self._cut_now = True
                 if len(prefix.tools) > MAX_TOOLS or size >= PAGE_HOLD:
                     self._skip(cut_page(prefix), size)
                 return
+        known = self._prefix
+        limit = self.limits.get(known.id) if known is not None and known.has_id \
+            and _hashable(known.id) else None
+        if known is not None and limit is not None and size > limit:
+            del self.limits[known.id]
+            refused = refusal(known)
+            refused["error"].update(data=TOO_LARGE, message=(
+                f"the server's answer to the read of an MCP App was over {limit:,} bytes; "
+                "silica refused it"))
+            self._skip(refused, size)
+            return
         if size > MAX_MESSAGE:
             self._skip(refusal(page_prefix(_text(self._held[:PAGE_HOLD]), 0)), size)
 
@@ -442,9 +462,40 @@ class BoundedLines:
     def _reset(self) -> None:
         self._held, self._tail = bytearray(), bytearray()
         self._skipping, self._replace, self._probed, self._cut_now = 0, None, False, False
+        self._prefix = None
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class RequestWatch:
+    """A stdio server's stdin (anyio's ``ByteSendStream``) as the SDK writes to it: each
+    ``resources/read`` of a ``ui://`` URI gives its answer the ``APP_ANSWER_MAX`` bound in
+    ``lines`` (the server's ``BoundedLines``). Only writes that name both are parsed."""
+
+    def __init__(self, stream: Any, lines: BoundedLines) -> None:
+        self._stream, self._lines = stream, lines
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def send(self, item: bytes) -> None:
+        if b'"resources/read"' in item and b'"ui://' in item:
+            for line in item.splitlines():
+                with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
+                    message = json.loads(line)
+                    uri = message["params"]["uri"]
+                    if message.get("method") == "resources/read" and isinstance(uri, str) \
+                            and uri.startswith("ui://") and _hashable(message["id"]):
+                        limits = self._lines.limits
+                        while len(limits) >= _WATCHED:  # answers that never came
+                            limits.pop(next(iter(limits)))
+                        limits[message["id"]] = APP_ANSWER_MAX
+        await self._stream.send(item)
+
+
+def _hashable(value: Any) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 def _text(data: bytes | bytearray) -> str:

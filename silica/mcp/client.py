@@ -37,6 +37,10 @@ class McpServerError(SilicaError):
     """An MCP server could not be used for one operation; the message says why."""
 
 
+class AnswerTooLarge(McpServerError):
+    """An MCP server's answer was longer than silica reads of it (``silica.mcp.bounded``)."""
+
+
 class StderrTail:
     """A pipe to give a server as its stderr, drained by a thread that keeps only the last
     ``keep`` bytes: memory stays bounded whatever the server writes, and it never blocks on

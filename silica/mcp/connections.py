@@ -32,6 +32,10 @@ What a caller may rely on:
   the one call in flight on that connection (or the oldest, if every call in flight has
   the same asker; if their askers differ it is declined: silica cannot tell whose it is).
 - ``add_listener(callback)`` hears about every tool list that changed on a live connection.
+- Every connection declares the MCP Apps extension (``silica.mcp.apps``);
+  ``read_resource`` reads a resource (an app's ``ui://`` HTML) and ``call_for_app`` calls a
+  tool for an app, giving the server's own ``CallToolResult``; both raise
+  ``McpServerError``.
 - At exit (``atexit``; SIGTERM too, see ``stop_on_sigterm``) every connection is closed: a
   stdio server's stdin is closed, then its process group (its own session) is ended.
 """
@@ -56,12 +60,15 @@ from typing import Any, TypeVar
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings
 from silica.elicitation import Asker
+from silica.mcp import apps
 from silica.mcp.asking import ASKING, ELICIT_TIMEOUT, CallAsking, noted
-from silica.mcp.bounded import MAX_TOOLS, BoundedLines, cut_note
+from silica.mcp.bounded import MAX_TOOLS, TOO_LARGE, BoundedLines, RequestWatch, cut_note
 from silica.mcp.client import (
     STDERR_DRAIN,
+    AnswerTooLarge,
     McpServerError,
     StderrTail,
+    _leaf,
     complete_by_default,
     explain,
     lost,
@@ -221,7 +228,8 @@ class _Connection:
                 self.name, self.server, tail.writer if tail else None, start,
                 self.manager.sandbox))
             async with Client(streams, message_handler=on_message, cache=None,
-                              elicitation_callback=self._elicited) as client:
+                              elicitation_callback=self._elicited,
+                              extensions=apps.extensions()) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await stop.wait()
@@ -456,6 +464,34 @@ class McpConnections:
             return noted(ToolResult.error(str(exc)), asking.note(name))
         return noted(await result_of(name, result, read_resource), asking.note(name))
 
+    async def read_resource(self, name: str, server: McpServerSettings, uri: str,
+                            default_timeout: float) -> Any:
+        """``resources/read`` of ``uri`` on the server's live connection (the SDK's
+        ``ReadResourceResult``); ``McpServerError`` saying why when it cannot be read,
+        ``AnswerTooLarge`` when a stdio server's answer to the read of an app (``ui://``)
+        was cut off for its length (``silica.mcp.bounded``)."""
+        from mcp.shared.exceptions import MCPError
+
+        conn = self._connection(name, server, default_timeout)
+        try:
+            return await self._hop(conn.read_resource(uri))
+        except McpServerError:
+            raise
+        except Exception as exc:
+            message = explain(exc, name, server, conn.timeout, f"the read of {uri[:200]}",
+                              True, "", [])
+            leaf = _leaf(exc)
+            if isinstance(leaf, MCPError) and leaf.data == TOO_LARGE:
+                raise AnswerTooLarge(message) from None
+            raise McpServerError(message) from None
+
+    async def call_for_app(self, name: str, server: McpServerSettings, tool: str,
+                           arguments: dict, default_timeout: float) -> Any:
+        """Call ``tool`` for an MCP App: the SDK's ``CallToolResult`` as the server sent it
+        (an app reads its ``structuredContent``); ``McpServerError`` when it fails."""
+        conn = self._connection(name, server, default_timeout)
+        return await self._hop(conn.call(tool, arguments))
+
     # -- list changes ---------------------------------------------------------------------
 
     def add_listener(self, callback: Listener,
@@ -645,7 +681,8 @@ def _record_spawns() -> None:
     """Wrap the SDK's spawn of a stdio server so each connection learns its server's pid
     (the SDK starts it in a new session: the pid is also its process group), and so the
     server's stdout is read through ``BoundedLines`` (no message is held whole past its
-    bounds)."""
+    bounds), with its stdin watched by ``RequestWatch`` (an app's HTML has a bound of its
+    own)."""
     from mcp.client import stdio
 
     spawn = getattr(stdio, "_create_platform_compatible_process", None)
@@ -655,7 +692,9 @@ def _record_spawns() -> None:
     async def recording(*args: Any, **kwargs: Any) -> Any:
         process = await spawn(*args, **kwargs)
         if getattr(process, "_stdout", None) is not None:  # anyio's asyncio process
-            process._stdout = BoundedLines(process._stdout)
+            process._stdout = lines = BoundedLines(process._stdout)
+            if getattr(process, "_stdin", None) is not None:
+                process._stdin = RequestWatch(process._stdin, lines)
         pids = _SPAWNED.get()
         if pids is not None:
             pids.append(process.pid)

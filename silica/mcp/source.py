@@ -32,6 +32,7 @@ from typing import Any
 from silica.blocks import ToolResult
 from silica.config import McpServerSettings, Settings
 from silica.fsutil import write_atomic
+from silica.mcp.apps import tool_ui
 from silica.mcp.client import McpServerError
 from silica.mcp.connections import config_key, connections
 from silica.paths import cache_dir, silica_home
@@ -112,8 +113,10 @@ def _tool(server_name: str, server: McpServerSettings, tool: Any, timeout: float
 
     description = tool.description or tool.title or \
         f"The tool {remote!r} of the MCP server {server_name!r}."
+    ui = tool_ui(tool)
     return BuiltinTool(tool_name(server_name, remote), description, dict(tool.input_schema),
-                       run, origin=f"mcp:{server_name}{cached}")
+                       run, origin=f"mcp:{server_name}{cached}", visibility=ui.visibility,
+                       app_uri=ui.resource_uri)
 
 
 def _unavailable(server_name: str, reason: str) -> BuiltinTool:
@@ -145,16 +148,25 @@ def _load(name: str, server: McpServerSettings) -> list[dict] | None:
         if data.get("version") != _CACHE_VERSION or data.get("server") != name:
             return None
         return [{"name": str(t["name"]), "title": t.get("title"),
-                 "description": t.get("description"), "input_schema": dict(t["input_schema"])}
+                 "description": t.get("description"), "input_schema": dict(t["input_schema"]),
+                 "meta": t.get("meta") if isinstance(t.get("meta"), dict) else None}
                 for t in data["tools"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
+def _ui_meta(tool: Any) -> dict | None:
+    """The part of a tool's ``_meta`` silica keeps in the cache: its ``ui``."""
+    meta = getattr(tool, "meta", None)
+    if not isinstance(meta, dict) or "ui" not in meta and "ui/resourceUri" not in meta:
+        return None
+    return {k: meta[k] for k in ("ui", "ui/resourceUri") if k in meta}
+
+
 def _save(name: str, server: McpServerSettings, tools: list[Any]) -> None:
     """Keep a live list on disk (written whole, then renamed: a reader never sees half)."""
     rows = [{"name": t.name, "title": t.title, "description": t.description,
-             "input_schema": t.input_schema} for t in tools]
+             "input_schema": t.input_schema, "meta": _ui_meta(t)} for t in tools]
     path = _cache_file(name, server)
     try:
         data = json.dumps({"version": _CACHE_VERSION, "server": name, "tools": rows})

@@ -30,7 +30,18 @@ WARM = ("silica.cli", "silica.cli.agent", "silica.cli.output", "silica.cli.trans
         "silica.providers.openai", "silica.providers.clients", "silica.tools.shell",
         "silica.security.process", "silica.errors", "cyclopts", "anthropic", "openai",
         "httpx", "httpx2", "silica.cli.tools", "silica.tools.toolbox", "silica.tools.runner",
-        "silica.tools.confined", "silica.results.pipeline")
+        "silica.tools.confined", "silica.results.pipeline",
+        # what running a tool imports on its way (tools run, a chat's tool call)
+        "silica.default_plugins.anthropic_files", "silica.default_plugins.builtin_tools",
+        "silica.default_plugins.image_check", "silica.default_plugins.json_images",
+        "silica.default_plugins.mcp_tools", "silica.default_plugins.pack_folders",
+        "silica.default_plugins.providers", "silica.default_plugins.terminal_images",
+        "silica.default_plugins.tool_env", "silica.default_plugins.tool_folders",
+        "silica.cli.show", "silica.tools.sandbox", "silica.tools.confine",
+        "silica.tools.pyenv", "silica.tools.reaper", "silica.tools.workers",
+        "silica.tools.read_file", "silica.results.escapes", "silica.results.json_images",
+        "silica.images.sniff", "silica.packs.folders", "silica.providers.vision",
+        "pybase64", "stringzilla", "uv", "ctypes", "py_compile", "resource")
 """What a run would import first: imported once here, before the first fork."""
 
 

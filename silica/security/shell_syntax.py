@@ -17,7 +17,11 @@ whatever the grammar reads one way and a POSIX shell another is refused, not gue
   and so any line holding a control character other than tab and newline, or a Unicode
   blank, wherever it is; and a comment that does not start a word;
 - bash-only syntax: ``$'...'``, ``$"..."``, ``<(...)``, ``|&``, ``&>``, ``>&file``, ``<<<``;
-- a line longer than ``MAX_LINE`` bytes (Linux would not pass it to sh).
+- a line longer than ``MAX_LINE`` bytes (Linux would not pass it to sh);
+- a line holding a character outside Unicode's Basic Multilingual Plane (four bytes in
+  UTF-8: emoji, rarer scripts, private use): the grammar's native code reads out of bounds
+  on some of them (``{`` then such a character crashed the whole process), so they never
+  reach it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ _BLANKS = re.compile(rb"(?:[ \t\n]|\\\n)*")
 # so a line holding one is never vouched for, quoted or not.
 _UNUSUAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u1680\u2000-\u200f\u2028-\u202f"
                       r"\u205f-\u2064\u3000\ufeff]")
+# A character the native grammar must never see (see the module docstring): a crash there is
+# not an exception but the end of the process asking (chat, the daemon, mcp serve).
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _WORD_ESCAPE = re.compile(r"\\(\n|.)", re.DOTALL)
 _STRING_ESCAPE = re.compile(r"\\([$`\"\\\n])")
 _LIST_OPERATORS = frozenset({"&&", "||"})
@@ -131,7 +138,7 @@ def parse(line: str) -> CommandLine | None:
         source = line.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not a line sh gets as the model wrote it
         return None
-    if len(source) > MAX_LINE or _UNUSUAL.search(line):
+    if len(source) > MAX_LINE or _UNUSUAL.search(line) or _ASTRAL.search(line):
         return None
     root = _parser().parse(source).root_node
     if root.has_error:

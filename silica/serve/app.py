@@ -6,6 +6,7 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
 
     GET    /                                  the page (static/index.html)
     GET    /static/{name}                     its script and style
+    GET    /static/vendor/{name}              the libraries it uses (markdown-it)
     GET    /sessions                          {"sessions": [...]}, newest first
     POST   /sessions                          201 {"session_id"}  (JSON agent, provider, ...)
     DELETE /sessions/{sid}                    {"deleted": sid}
@@ -14,6 +15,9 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
     GET    /sessions/{sid}/events             server-sent events
     POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
+    GET    /sessions/{sid}/apps/{call_id}     the MCP App of a call's result (HTML, CSP, data)
+    POST   /sessions/{sid}/apps/{call_id}/calls  {"name", "arguments"}: a call from that app
+    GET    /apps/sandbox                      the apps' sandbox page (other loopback name only)
     POST   /sessions/{sid}/approvals/{aid}    {"decision"}: approve or deny a shell command
     POST   /api/chat                          the AI SDK's chat request: the turn's UI stream
     GET    /api/chat/{sid}/stream             the running turn's UI stream again; 204 idle
@@ -49,8 +53,9 @@ from silica.providers.clients import close_all
 from silica.serve import history as views
 from silica.serve.approvals import ANSWER_EXAMPLE as DECISION_EXAMPLE
 from silica.serve.approvals import read_answer
+from silica.serve.apps import AppHost, sandbox_origin
 from silica.serve.asking import ANSWER_EXAMPLE
-from silica.serve.auth import Guard
+from silica.serve.auth import SANDBOX_PATH, Guard
 from silica.serve.bodies import json_object
 from silica.serve.bus import EventBus, make_bus
 from silica.serve.errors import ApiError, error_response, no_session, response_for
@@ -80,6 +85,7 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 _TRUE = {"1", "true", "yes", "on"}
+_APP_CALL_EXAMPLE = '{"name": "get-time", "arguments": {}}'
 _SESSION_EXAMPLE = '{"agent": "...", "provider": "...", "model": "...", "workspace": "..."}'
 
 
@@ -163,11 +169,13 @@ class Routes:
                  ui: UiChat) -> None:
         self.options, self.runner, self.bus, self.ui = options, runner, bus, ui
         self.home = options.home
+        self.apps = AppHost(options)
 
     def table(self) -> list[Route]:
         return [
             Route("/", self.page, methods=["GET"]),
             Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/static/vendor/{name}", self.vendor, methods=["GET"]),
             Route("/sessions", self.sessions, methods=["GET", "POST"]),
             Route("/sessions/{sid}", self.session, methods=["GET", "DELETE"]),
             Route("/sessions/{sid}/messages", self.message, methods=["POST"]),
@@ -175,6 +183,9 @@ class Routes:
             Route("/sessions/{sid}/images/{image_id}", self.image, methods=["GET"]),
             Route("/sessions/{sid}/events", self.events, methods=["GET"]),
             Route("/sessions/{sid}/elicitations/{eid}", self.elicitation, methods=["POST"]),
+            Route("/sessions/{sid}/apps/{call_id}", self.app_of_call, methods=["GET"]),
+            Route("/sessions/{sid}/apps/{call_id}/calls", self.app_call, methods=["POST"]),
+            Route(SANDBOX_PATH, self.sandbox, methods=["GET"]),
             Route("/sessions/{sid}/approvals/{aid}", self.approval, methods=["POST"]),
             Route("/api/chat", self.ui_chat, methods=["POST"]),
             Route("/api/chat/{sid}/stream", self.ui_resume, methods=["GET"]),
@@ -183,13 +194,21 @@ class Routes:
     # -- the page -------------------------------------------------------------------------
 
     async def page(self, request: Request) -> Response:
-        return self._static_file("index.html")
+        response = self._static_file("index.html")
+        sandbox = sandbox_origin(request.headers.get("host", ""), request.url.scheme)
+        if sandbox:  # its MCP Apps' frames come from there, and nothing else may be framed
+            policy = response.headers["Content-Security-Policy"]
+            response.headers["Content-Security-Policy"] = f"{policy}; frame-src {sandbox}"
+        return response
 
     async def static(self, request: Request) -> Response:
         return self._static_file(request.path_params["name"])
 
-    def _static_file(self, name: str) -> Response:
-        path = STATIC / name
+    async def vendor(self, request: Request) -> Response:
+        return self._static_file(request.path_params["name"], STATIC / "vendor")
+
+    def _static_file(self, name: str, folder: Path = STATIC) -> Response:
+        path = folder / name
         if not _STATIC_NAME.fullmatch(name) or not path.is_file() or path.is_symlink():
             what = "the web page is not installed" if name == "index.html" else \
                 f"there is no file {name[:100]!r} here"
@@ -293,6 +312,22 @@ class Routes:
                                 what="an answer", optional=False)
         answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
+
+    # -- MCP Apps (silica.serve.apps) --------------------------------------------------------
+
+    async def app_of_call(self, request: Request) -> Response:
+        sid = self._sid(request)
+        return JSONResponse(await self.apps.app(sid, request.path_params["call_id"]))
+
+    async def app_call(self, request: Request) -> Response:
+        sid = self._sid(request)
+        body = await _json_body(request, ("name", "arguments"), example=_APP_CALL_EXAMPLE,
+                                what="a call", optional=False)
+        return JSONResponse(await self.apps.call(sid, request.path_params["call_id"],
+                                                 body.get("name"), body.get("arguments")))
+
+    async def sandbox(self, request: Request) -> Response:
+        return self.apps.sandbox(request)
 
     async def approval(self, request: Request) -> Response:
         sid = self._sid(request)

@@ -15,18 +15,25 @@ WebSocket request:
    redirects to ``/``: the link ``silica serve`` prints. Socket.IO checks the token in its
    connect handler instead (``auth={"token": T}``, the header, or the cookie), since a
    client sends it there; a CORS preflight carries no credentials, so it is let through.
+   The MCP Apps sandbox page (``SANDBOX_PATH``, GET only) needs no token either: it is
+   served on the daemon's other loopback name, where the browser has no cookie, holds
+   nothing, and may be framed only by the page (``silica.serve.apps``).
 
-A refusal is the JSON error of every route (401 with ``WWW-Authenticate: Bearer``, 403).
+A refusal is the JSON error of every route (401 with ``WWW-Authenticate: Bearer``, 403),
+except that a browser opening a page (a ``GET`` that accepts ``text/html``) without the token
+gets the token page instead (still a 401): a form that sends the token the way the start link
+does, so it sets the same cookie.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from http.cookies import CookieError, SimpleCookie
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from starlette.responses import RedirectResponse
+from starlette.responses import HTMLResponse, RedirectResponse
 
 from silica.security.tokens import bearer, token_matches
 from silica.serve.errors import error_response
@@ -34,6 +41,20 @@ from silica.serve.options import is_loopback
 
 COOKIE = "silica_token"
 SOCKETIO_PATH = "/socket.io"
+SANDBOX_PATH = "/apps/sandbox"  # the MCP Apps sandbox page (silica.serve.apps): no token
+TOKEN_PAGE = Path(__file__).parent / "static" / "token.html"
+TOKEN_PAGE_HEADERS = {
+    # the form posts only here; the page runs no script and shows nothing from elsewhere
+    "Content-Security-Policy": ("default-src 'none'; style-src 'unsafe-inline'; "
+                                "img-src data:; form-action 'self'; base-uri 'none'; "
+                                "frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "WWW-Authenticate": 'Bearer realm="silica"',
+}
+WRONG_TOKEN = ('<p class="problem" role="alert">That is not this daemon\'s token: check it '
+               'and paste it again.</p>')
 
 
 def token_from(headers: Mapping[str, str]) -> str | None:
@@ -59,6 +80,24 @@ def login_token(scope: Mapping[str, Any]) -> str | None:
         return None
     given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
     return given[0] if given else None
+
+
+def wants_page(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
+    """Whether a request is a browser opening a page (a ``GET`` accepting ``text/html``),
+    not a program (which asks for JSON, or sends another method)."""
+    return scope.get("method") in ("GET", "HEAD") and "text/html" in headers.get("accept", "")
+
+
+def token_page(wrong: bool) -> HTMLResponse:
+    """The 401 a browser gets without the token: a form for it (``wrong``: one was given and
+    is not the daemon's, which the page says)."""
+    try:
+        html = TOKEN_PAGE.read_text(encoding="utf-8")
+    except OSError:  # not installed: the words alone still say what to do
+        html = ("<!doctype html><title>silica</title><p>This daemon needs its token: open "
+                "the link silica serve printed.</p><!--problem-->")
+    html = html.replace("<!--problem-->", WRONG_TOKEN if wrong else "", 1)
+    return HTMLResponse(html, status_code=401, headers=TOKEN_PAGE_HEADERS)
 
 
 def host_allowed(host_header: str, loopback: bool) -> bool:
@@ -125,6 +164,8 @@ class Guard:
         path = scope.get("path", "")
         if not self.token or path == SOCKETIO_PATH or path.startswith(SOCKETIO_PATH + "/"):
             return None
+        if path == SANDBOX_PATH and scope.get("method") in ("GET", "HEAD"):
+            return None
         if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
             return None  # a CORS preflight carries no credentials; CORSMiddleware answers it
         given = login_token(scope)
@@ -132,6 +173,8 @@ class Guard:
             return self._login()
         if token_matches(self.token, token_from(headers)):
             return None
+        if wants_page(scope, headers):
+            return token_page(wrong=given is not None)
         return error_response(401, "unauthorized", (
             "this daemon needs its token: send Authorization: Bearer <token>, or open the "
             "link silica serve printed (it sets a cookie)"),

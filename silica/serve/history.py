@@ -24,6 +24,8 @@ from silica.agent.sessions import SessionInfo, title
 from silica.blocks import ImageRefBlock, TextBlock, ToolCall, for_user
 from silica.images.store import StoreError, image_files
 
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
 
 def image_url(session_id: str, image_id: str) -> str:
     return f"/sessions/{session_id}/images/{image_id}"
@@ -55,11 +57,20 @@ def content_item(block: Any, session_id: str) -> dict | None:
 
 
 def turn_statuses(conversation: Conversation, running: int | None) -> list[dict]:
-    """``[{"turn", "status"}]`` for each turn; ``running``: the number of the turn that runs
-    now (``None``: none)."""
+    """``[{"turn", "status"}]`` for each turn, with ``usage`` (its replies' tokens added up,
+    as ``turn_end`` gives them) and ``stop_reason`` (its last reply's) when the session
+    recorded them; ``running``: the number of the turn that runs now (``None``: none)."""
     last: dict[int, Any] = {}
+    usage: dict[int, dict[str, int]] = {}
+    stopped: dict[int, str] = {}
     for message in conversation.messages:
         last[message.turn] = message
+        if message.usage is not None:
+            total = usage.setdefault(message.turn, dict.fromkeys(USAGE_KEYS, 0))
+            for key in USAGE_KEYS:
+                total[key] += message.usage.get(key, 0)
+        if message.stop_reason:
+            stopped[message.turn] = message.stop_reason
     out = []
     for turn, message in sorted(last.items()):
         if running is not None and turn == running:
@@ -69,7 +80,11 @@ def turn_statuses(conversation: Conversation, running: int | None) -> list[dict]
             status = "complete"
         else:
             status = "interrupted"
-        out.append({"turn": turn, "status": status})
+        item: dict[str, Any] = {"turn": turn, "status": status}
+        if turn in usage and status != "running":
+            item["usage"] = usage[turn]
+            item["stop_reason"] = stopped.get(turn, "")
+        out.append(item)
     return out
 
 

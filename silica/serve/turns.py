@@ -12,10 +12,12 @@ the session's ``ImageStore`` and sends the ``message`` event, all before it retu
 turn runs as a task. Its ``AgentEvents`` become ``text_delta``, ``tool_call``,
 ``tool_result``, ``image`` and ``tool_note`` events (``silica.serve.events``), and it ends
 with ``turn_end`` (after an ``error`` event when it failed: the provider refused, the daemon
-stopped...). Every event of a session goes through one queue (its ``Pump``), so clients see
-them in the order they happened, and the turn never waits for a slow client. The turn lock
-is given back before ``turn_end`` is sent, so a client may send the next message as soon as
-it sees it.
+stopped...). Its tools' requests for values (``silica.serve.asking``) and its shell commands
+outside ``[shell] allow`` (``silica.serve.approvals``) are put to whoever watches the session,
+and a turn that ends denies what it left open. Every event of a session goes through one
+queue (its ``Pump``), so clients see them in the order they happened, and the turn never
+waits for a slow client. The turn lock is given back before ``turn_end`` is sent, so a client
+may send the next message as soon as it sees it.
 
 The daemon keeps an ``Agent`` per session it has used (the ``MAX_AGENTS`` most recent); a
 turn saved meanwhile by ``silica chat`` is read back before the next turn (``Agent.send``).

@@ -80,6 +80,10 @@ class BuiltinTool:
     ``idempotent``, ``open_world`` (``None``: not said); ``icon`` (an ``https:`` or
     ``data:image/`` URL); ``output_schema``, the JSON schema of the JSON object the tool's
     text result holds (then served as ``structuredContent``).
+
+    An MCP tool's ``_meta.ui`` (``silica.mcp.apps``): ``visibility``, who may see and call
+    it (a tool without ``"model"`` is never offered to a model nor run for one), and
+    ``app_uri``, the ``ui://`` resource that shows its results in ``silica serve``'s page.
     """
 
     name: str
@@ -95,3 +99,9 @@ class BuiltinTool:
     open_world: bool | None = None
     icon: str = ""
     output_schema: dict[str, Any] | None = None
+    visibility: tuple[str, ...] = ("model", "app")
+    app_uri: str = ""
+
+    @property
+    def for_model(self) -> bool:
+        return "model" in self.visibility

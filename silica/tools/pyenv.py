@@ -5,8 +5,9 @@
     argv = found.argv(path, ["--toolspec"])   # [<env>/bin/python, path, --toolspec]
     env = found.environ(env)                  # VIRTUAL_ENV, PATH as ``uv run`` sets them
 
-uv resolves and installs the file's inline dependencies (PEP 723) with ``uv sync --script``,
-where the package index is reachable and the uv cache writable; only the tool's own code then
+uv resolves and installs the file's inline dependencies (PEP 723) with ``uv sync --script
+--compile-bytecode``, where the package index is reachable and the uv cache writable (the
+bytecode is written there once, since a confined run cannot write it); only the tool's own code then
 runs, confined (``silica.tools.sandbox``), with the environment's interpreter. A file without
 an inline-metadata block runs with the interpreter ``uv python find`` picks, as ``uv run
 --script`` would. The answer is kept under ``$SILICA_HOME/cache/envs/``, keyed by the file's
@@ -27,7 +28,7 @@ from silica.tools.cache import SpecCache
 from silica.tools.uvbin import find_uv, uv_identity
 
 _BLOCK = re.compile(r"(?m)^# /// script$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
-_FORMAT = 1
+_FORMAT = 2  # 2: environments are made with their bytecode (entries of 1 are made again)
 _OUTPUT_CAP = 1024 * 1024
 
 
@@ -114,7 +115,11 @@ async def script_python(path: Path, *, timeout: float, env: dict[str, str],
     if block is None:
         argv = [uv, "python", "find"]
     else:
-        argv = [uv, "sync", "--quiet", "--script", str(path), "--output-format", "json"]
+        # With its bytecode: a confined tool cannot write it (the environment is read-only
+        # there), so without it every run compiled its dependencies again (cyclopts: 0.27 s
+        # a run instead of 0.1 s).
+        argv = [uv, "sync", "--quiet", "--script", str(path), "--output-format", "json",
+                "--compile-bytecode"]
     raw = await run_process(argv, env=uv_environment(env), cwd=path.parent, timeout=timeout,
                             stdout_cap=_OUTPUT_CAP)
     if raw.error or raw.timed_out or raw.exit_code != 0:

@@ -194,9 +194,10 @@ class Toolbox:
         raise ToolNotFound(f"no tool named {name!r}{hint}")
 
     def specs(self) -> list[dict]:
-        """What a model is told: the specs of every runnable tool."""
+        """What a model is told: the specs of every runnable tool (but an MCP App's own
+        tools, whose visibility leaves the model out)."""
         return [t.spec.for_model() for t in self.discover().runnable().values()
-                if t.ok and t.spec]
+                if t.ok and t.spec and (t.builtin is None or t.builtin.for_model)]
 
     # -- calling ------------------------------------------------------------------------
 
@@ -213,6 +214,10 @@ class Toolbox:
             tool = self.get(name)
         except ToolNotFound as exc:
             return ToolResult.error(str(exc))
+        if tool.builtin is not None and not tool.builtin.for_model:
+            return ToolResult.error(
+                f"{name} is a tool of its MCP server's app only (its visibility leaves the "
+                "model out): it is not offered to a model, and a model may not call it")
         result = await self._run(tool, arguments, on_stderr_line)
         self._observe(tool, arguments or {}, result)
         return result

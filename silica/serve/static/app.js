@@ -1,6 +1,10 @@
 // The silica serve page: the HTTP API through fetch, a session's events through EventSource.
-// Text from models, tools and files is only ever inserted as text nodes, never parsed as HTML.
+// Text from tools and files is only ever inserted as text nodes, never parsed as HTML; the
+// model's answers are markdown, drawn by markdown.js with raw HTML turned off.
+
 import { makeApprovals } from "./approvals.js";
+import { showMarkdown } from "./markdown.js";
+import { showApp, teardownApps } from "./apps.js";
 
 const $ = (id) => document.getElementById(id);
 const log = $("log");
@@ -23,6 +27,7 @@ const state = {
   elsewhere: false, // the history said a turn runs, and none of its events came here
   sending: false,
   asks: new Map(), // open elicitation id -> its form
+  untitled: false, // the open session was just made: the list has no name for it yet
 };
 
 /** An element; string children become text nodes (safe), attributes are set as given. */
@@ -62,7 +67,8 @@ async function api(path, { method = "GET", json, body } = {}) {
   if (res.ok) return data;
   if (res.status === 401) {
     throw new ApiError(401, "unauthorized",
-      "This daemon needs its token: open the link that silica serve printed (with ?token=).");
+      "This daemon needs its token: reload the page to enter it, or open the link that " +
+      "silica serve printed (with ?token=).");
   }
   const err = (data && data.error) || {};
   throw new ApiError(res.status, err.code || `http_${res.status}`,
@@ -85,7 +91,13 @@ function describe(s) {
   return parts.join(" · ");
 }
 
-const titleOf = (s) => s.title || `Untitled session ${s.id.slice(0, 8)}`;
+/** A session's name: its first message (the daemon's title), else what it is. */
+function titleOf(s) {
+  if (s.title) return s.title;
+  if (s.problem) return "Unreadable session";
+  if (!s.messages) return s.id === state.sid ? "New session" : "Empty session";
+  return "Session without text";
+}
 
 async function refreshSessions() {
   let sessions;
@@ -124,6 +136,7 @@ $("sessions").addEventListener("click", async (event) => {
   const sid = button?.closest("li")?.dataset.sid;
   if (!sid) return;
   if (button.classList.contains("open")) {
+    showList(false);
     if (sid === state.sid) openSession(sid, { reconnect: true }); // drawn again, from disk
     else select(sid);
     return;
@@ -139,14 +152,22 @@ $("sessions").addEventListener("click", async (event) => {
   refreshSessions();
 });
 
-$("new-session").addEventListener("click", async () => {
-  try {
-    const { session_id: sid } = await api("/sessions", { method: "POST", json: {} });
-    select(sid);
-    prompt.focus();
-  } catch (err) {
-    $("sessions-status").textContent = err.message;
-  }
+// On a narrow screen the list is folded behind a button, and folds again once used.
+const aside = document.querySelector("aside");
+function showList(open) {
+  aside.classList.toggle("open", open);
+  $("sessions-toggle").setAttribute("aria-expanded", String(open));
+  $("sessions-toggle").textContent = open ? "Hide list" : "Show list";
+}
+$("sessions-toggle").addEventListener("click", () => showList(!aside.classList.contains("open")));
+window.addEventListener("hashchange", () => showList(false));
+
+// A new session is only a draft until its first message: nothing is saved before that.
+$("new-session").addEventListener("click", () => {
+  showList(false);
+  if (location.hash.slice(1)) location.hash = ""; // followHash draws the draft
+  else if (state.sid) draft();
+  prompt.focus();
 });
 
 // -- drawing a conversation ---------------------------------------------------------------
@@ -188,20 +209,48 @@ function userMessage(view, text, images = []) {
 
 function appendText(view, text) {
   if (!view.text) {
-    view.text = el("p", { class: "text" });
+    view.text = el("div", { class: "text markdown" });
+    view.text.source = "";
     view.root.append(el("div", { class: "msg assistant" }, view.text));
   }
-  view.text.append(text);
+  view.text.source += text;
+  drawLater(view.text);
 }
 
+// A streamed answer is drawn again as a whole, as markdown, at most every DRAW_MS, and
+// less often as drawing it takes longer (a long answer): drawing then keeps at most a fifth
+// of the page's time, however fast the pieces come.
+const DRAW_MS = 50;
+const undrawn = new Set();
+let drawTimer = null;
+let drawCost = 0; // milliseconds the last drawing took
+
+function drawLater(node) {
+  undrawn.add(node);
+  drawTimer ??= setTimeout(drawNow, Math.max(DRAW_MS, 4 * drawCost));
+}
+
+function drawNow() {
+  clearTimeout(drawTimer);
+  drawTimer = null;
+  const start = performance.now();
+  update(() => {
+    for (const node of undrawn) showMarkdown(node, node.source);
+    undrawn.clear();
+  });
+  drawCost = performance.now() - start;
+}
+
+/** A tool's box: open, its output (images first) on show, its input folded below it. */
 function toolCall(view, callId, name, input) {
   view.text = null;
   const state_ = el("span", { class: "state" }, "running…");
   const output = el("div", { class: "output" });
-  const details = el("details", { class: "tool" },
+  const details = el("details", { class: "tool", open: true },
     el("summary", {}, el("span", { class: "name" }, name || "tool"), " ", state_),
-    el("h4", {}, "Input"), el("pre", { class: "input" }, JSON.stringify(input ?? {}, null, 2)),
-    el("h4", {}, "Output"), output);
+    output,
+    el("details", { class: "input" }, el("summary", {}, "Input"),
+      el("pre", { class: "input" }, JSON.stringify(input ?? {}, null, 2))));
   view.root.append(details);
   const tool = { details, state: state_, output };
   view.tools.set(callId, tool);
@@ -213,11 +262,12 @@ function toolResult(view, { call_id, name, is_error, text, images = [] }) {
   const count = images.length ? ` · ${images.length} image${images.length > 1 ? "s" : ""}` : "";
   tool.state.textContent = (is_error ? "failed" : "done") + count;
   tool.details.classList.toggle("error", Boolean(is_error));
-  tool.output.replaceChildren(
-    text ? el("pre", {}, text) : null,
-    images.length ? el("div", { class: "images" }, ...images.map(picture)) : null);
+  const shown = [images.length ? el("div", { class: "images" }, ...images.map(picture)) : null,
+    text ? el("pre", { class: "result" }, text) : null];
+  tool.output.replaceChildren(...shown.filter(Boolean)); // a null would show as "null"
   if (!text && !images.length) tool.output.append(el("p", { class: "meta" }, "(no output)"));
   for (const image of images) view.images.add(image.image_id);
+  showApp(tool.output, { sid: state.sid, callId: call_id, name, api }); // an MCP App, if any
 }
 
 function note(view, className, text) {
@@ -226,9 +276,11 @@ function note(view, className, text) {
 }
 
 function renderHistory(history) {
+  teardownApps();
   state.turns.clear();
   log.replaceChildren();
-  $("session-title").textContent = history.title || "Untitled session";
+  $("session-title").textContent = titleOf({ id: history.session_id, title: history.title,
+    messages: history.messages.length });
   $("session-meta").textContent = [history.provider, history.model].filter(Boolean).join(" · ");
   for (const message of history.messages) {
     const view = turnView(`history:${message.turn}`);
@@ -262,10 +314,11 @@ function renderHistory(history) {
     else askForm(view, ask);
   }
   for (const turn of history.turns || []) {
-    if (turn.status === "interrupted") {
-      note(turnView(`history:${turn.turn}`), "meta", "This turn was interrupted.");
-    }
+    const view = turnView(`history:${turn.turn}`);
+    if (turn.status === "interrupted") note(view, "meta", "This turn was interrupted.");
+    if (turn.usage) note(view, "usage", usageLine(turn)); // as turn_end drew it
   }
+  drawNow();
   if (!history.messages.length) log.append(el("p", { class: "hint" }, "Say something to begin."));
   busy(Boolean(history.running));
   state.elsewhere = Boolean(history.running);
@@ -457,6 +510,7 @@ const handlers = {
   },
   turn_end(d) {
     state.ended.add(d.turn_id);
+    if (undrawn.size) drawNow(); // the whole answer, at once
     note(turnView(d.turn_id), "usage", usageLine(d));
     busy(false);
     refreshSessions();
@@ -476,6 +530,10 @@ function busy(running) {
 
 function receive(name, data) {
   state.elsewhere = false;
+  if (state.untitled && name !== "message") { // its first message is saved by now: its name
+    state.untitled = false;
+    refreshSessions();
+  }
   if (state.loading) state.queue.push([name, data]);
   else update(() => handlers[name](data));
 }
@@ -540,17 +598,41 @@ async function openSession(sid, { reconnect = false } = {}) {
   refreshSessions();
 }
 
-function closeSession() {
+/** No session open: the composer starts a new one with its first message. */
+function draft() {
+  teardownApps("the session was closed");
   state.source?.close();
   state.source = null;
   state.sid = null;
   state.turns.clear();
-  $("composer").hidden = true;
-  $("session-title").textContent = "No session selected";
+  $("composer").hidden = false;
+  $("session-title").textContent = "New session";
   $("session-meta").textContent = "";
   turnStatus.textContent = "";
   log.replaceChildren(el("p", { class: "hint" },
-    "Start a new session, or choose one from the list."));
+    "Say something to start a new session, or choose one from the list."));
+  state.listed = "";
+  refreshSessions();
+}
+
+/** Save a new session for the draft's first message and listen to it (it has no history). */
+async function startSession() {
+  const { session_id: sid } = await api("/sessions", { method: "POST", json: {} });
+  state.sid = sid;
+  state.untitled = true;
+  connect(sid);
+  window.history.replaceState(null, "", `#${encodeURIComponent(sid)}`); // open: no redraw
+  return sid;
+}
+
+/** The session made for a first message that was refused: removed, back to the draft. */
+async function unmake(sid) {
+  await api(sessionPath(sid), { method: "DELETE" }).catch(() => {});
+  if (state.sid !== sid) return;
+  state.source?.close();
+  state.source = null;
+  state.sid = null;
+  window.history.replaceState(null, "", location.pathname);
   state.listed = "";
   refreshSessions();
 }
@@ -563,7 +645,7 @@ function select(sid) {
 
 function followHash() {
   const sid = decodeURIComponent(location.hash.slice(1));
-  if (!sid) closeSession();
+  if (!sid) draft();
   else if (sid !== state.sid) openSession(sid);
 }
 
@@ -589,8 +671,11 @@ function addFiles(files) {
     const name = uniqueName(file.name && file.name !== "image.png" ? file.name : `pasted.${ext}`);
     const url = URL.createObjectURL(file);
     const noteEl = el("p", { class: "refusal" });
+    const img = el("img", { src: url, alt: `Preview of ${name}` });
+    // what the browser cannot draw says so in words, never as a broken-image icon
+    img.addEventListener("error", () => img.replaceWith(noPreview()), { once: true });
     const li = el("li", {},
-      el("img", { src: url, alt: `Preview of ${name}` }),
+      img,
       el("span", { class: "name" }, name),
       el("button", { type: "button", class: "remove", "aria-label": `Remove ${name}` }, "✕"),
       noteEl);
@@ -600,6 +685,8 @@ function addFiles(files) {
     previews.append(li);
   }
 }
+
+const noPreview = () => el("span", { class: "no-preview meta" }, "No preview");
 
 function removeAttachment(attachment) {
   const i = state.attachments.indexOf(attachment);
@@ -628,6 +715,7 @@ function showRefusal(err) {
   if (named) {
     named.note.textContent = err.message;
     named.li.classList.add("refused");
+    named.li.querySelector("img")?.remove(); // the reason below takes its place
     composerError.textContent = `${named.name} was refused; remove it or replace it to send.`;
   } else {
     composerError.textContent = err.message;
@@ -640,7 +728,7 @@ $("files").addEventListener("change", (event) => {
 });
 
 document.addEventListener("paste", (event) => {
-  if (!state.sid) return;
+  if ($("composer").hidden) return;
   const items = [...(event.clipboardData?.items || [])];
   const files = items.filter((i) => i.kind === "file").map((i) => i.getAsFile()).filter(Boolean);
   if (!files.length) return; // plain text pastes as usual
@@ -650,7 +738,7 @@ document.addEventListener("paste", (event) => {
 
 const main = document.querySelector("main");
 main.addEventListener("dragover", (event) => {
-  if (!state.sid || !event.dataTransfer.types.includes("Files")) return;
+  if ($("composer").hidden || !event.dataTransfer.types.includes("Files")) return;
   event.preventDefault();
   main.classList.add("dropping");
 });
@@ -659,7 +747,7 @@ main.addEventListener("dragleave", (event) => {
 });
 main.addEventListener("drop", (event) => {
   main.classList.remove("dropping");
-  if (!state.sid || !event.dataTransfer.files.length) return;
+  if ($("composer").hidden || !event.dataTransfer.files.length) return;
   event.preventDefault();
   addFiles(event.dataTransfer.files);
 });
@@ -667,24 +755,28 @@ main.addEventListener("drop", (event) => {
 // -- sending ---------------------------------------------------------------------------
 
 async function send() {
-  const sid = state.sid;
   const text = prompt.value;
-  if (!sid || state.sending || (!text.trim() && !state.attachments.length)) return;
+  if (state.sending || (!text.trim() && !state.attachments.length)) return;
   state.sending = true;
   composerError.textContent = "";
   const form = new FormData();
   form.append("message", text);
   for (const a of state.attachments) form.append("images[]", a.file, a.name);
-  // the stream should be open before the turn starts, so that no event is missed
-  await Promise.race([state.ready, new Promise((r) => setTimeout(r, 3000))]);
+  let sid = state.sid;
+  let made = null; // the session this message starts, if it is a draft's first
   try {
+    if (!sid) sid = made = await startSession();
+    // the stream should be open before the turn starts, so that no event is missed
+    await Promise.race([state.ready, new Promise((r) => setTimeout(r, 3000))]);
     const { turn_id } = await api(sessionPath(sid, "/messages"), { method: "POST", body: form });
     if (state.sid === sid) {
       prompt.value = "";
       clearAttachments();
       if (!state.ended.has(turn_id)) busy(true); // a quick turn may have ended already
     }
+    if (made) refreshSessions();
   } catch (err) {
+    if (made) await unmake(made); // no empty session is left behind
     showRefusal(err);
   } finally {
     state.sending = false;

@@ -42,6 +42,12 @@ export function makeApprovals({ el, answer }) {
       WHY[done.reason] ?? (done.reason ? ` (${done.reason})` : ""));
   }
 
+  /** The tool box's state line ("running…"), if it has one, says `text`. */
+  function say(box, text) {
+    const state = box.querySelector?.(":scope > summary .state");
+    if (state) state.textContent = text;
+  }
+
   function place(box, node) {
     if (box.tagName === "DETAILS") {
       box.open = true; // a request must be seen
@@ -84,8 +90,9 @@ export function makeApprovals({ el, answer }) {
         problem.textContent = err.message;
       }
     });
-    open.set(approval.id, { form, approval });
+    open.set(approval.id, { form, approval, box });
     place(box, form);
+    say(box, "waiting for your approval…");
   }
 
   function done(event) {
@@ -93,6 +100,7 @@ export function makeApprovals({ el, answer }) {
     if (!shown) return;
     open.delete(event.id);
     shown.form.replaceWith(outcome(shown.approval, event));
+    if (event.decision !== "deny") say(shown.box, "running…"); // its result says when done
   }
 
   function restore(item, box) {
