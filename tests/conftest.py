@@ -210,3 +210,18 @@ def traced_peak(call: Callable[[], T]) -> tuple[T, int]:
     finally:
         tracemalloc.stop()
     return result, peak
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the page's tests, one per module: Playwright driving the
+    system's ``chromium`` (Playwright's own browser download is not used)."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
+                                     args=["--no-sandbox"])
+        yield chromium
+        chromium.close()

@@ -9,14 +9,13 @@ what a command does is seen in its workspace (a file it makes appears, or does n
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from serve_daemon import SioListener, SseReader, start_daemon
 from wire import WireServer, anthropic_server, text, tool_call
 
@@ -413,15 +412,6 @@ def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_t
 
 
 # -- the page -----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

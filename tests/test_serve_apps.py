@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from serve_daemon import start_daemon
 from test_mcp_npm import npm_servers  # noqa: F401  (the session's npm install, a fixture)
 from wire import WireServer, anthropic_server, text, tool_call
@@ -97,15 +97,6 @@ def daemon(model, npm_servers, counters, tmp_path_factory):  # noqa: F811
            "SILICA_TOOLS_DIR": str(home / "tools")}
     with start_daemon(home, env=env, cwd=home.parent, token=TOKEN) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from serve_daemon import SioListener, SseReader, start_daemon
 from wire import WireServer, anthropic_server, text, tool_call
 
@@ -445,15 +444,6 @@ def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_p
 
 
 # -- the page ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 def session_in_hash(page: Page) -> str:

@@ -11,7 +11,6 @@ import base64
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ from conftest import script_tool, simple_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from serve_daemon import daemon_env as serve_env
 from serve_daemon import start_daemon
 from wire import WireServer, anthropic_server, error, text, tool_call, trickle
@@ -91,15 +90,6 @@ def daemon(model, home):
     with start_daemon(home, env=daemon_env(model, home), cwd=home.parent,
                       token=TOKEN) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
