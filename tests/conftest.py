@@ -13,11 +13,18 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from silica.config import SandboxSettings, Settings
 from silica.tools.uvbin import find_uv
 
 T = TypeVar("T")
+
+# Tests never assert a time, and hypothesis's own clocks are times: an example's deadline and
+# the health check on how fast inputs are drawn failed tests on a loaded machine (a strategy
+# took 1.7 s to start under a parallel CI run). Every property keeps all its examples.
+settings.register_profile("silica", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("silica")
 
 HEADER = """\
 # /// script
