@@ -198,6 +198,18 @@ def test_a_bad_image_is_refused_by_name_in_either_body(intake, name, data, mime,
         {"data": b64(data), "mime": mime, "name": name}]}), 422, "invalid_image")
 
 
+def test_a_mime_its_data_url_contradicts_is_refused(intake):
+    """Two types declared for one image must agree, whatever the bytes are: the route and
+    the AI SDK's file parts read them through this one intake."""
+    refused(post_json(intake, {"message": "look", "images": [
+        {"data": "data:image/jpeg;base64," + b64(corpus.small_png()), "mime": "image/png",
+         "name": "shot.png"}]}), 422, "invalid_image", 'image 1 ("shot.png")', "image/jpeg")
+    agreeing = post_json(intake, {"message": "look", "images": [
+        {"data": "data:image/png;base64," + b64(corpus.small_png()), "mime": "IMAGE/PNG"}]})
+    assert agreeing.status_code == 200, agreeing.text
+    assert [i["mime"] for i in agreeing.json()["images"]] == ["image/png"]
+
+
 def test_the_eleventh_image_is_refused(intake):
     files = [("images[]", (f"{n}.png", corpus.small_png(), "image/png")) for n in range(11)]
     refused(post_form(intake, "look", files), 422, "too_many_images", "more than 10",

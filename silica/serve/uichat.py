@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,14 +40,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from silica.agent.sessions import SessionError, session_path
-from silica.images.sniff import normalize_media_type
 from silica.security.text import safe_text
 from silica.serve.bus import EventBus
 from silica.serve.errors import ApiError, no_session
 from silica.serve.replay import TurnLogs
 from silica.serve.turns import TurnRunner
 from silica.serve.uistream import answered_stream, ui_stream
-from silica.serve.uploads import UploadRefused, json_body, json_cap
+from silica.serve.uploads import UploadRefused, data_url, json_body, json_cap
 
 MAX_PARTS = 5000  # parts of every message of a body together
 MAX_MESSAGE_PARTS = 200  # parts of the last message
@@ -56,7 +54,6 @@ HISTORY_BYTES = 8 * 1024 * 1024  # what earlier messages may add to the intake's
 KEYS = ("id", "messages", "trigger", "messageId", "agent", "provider", "model", "workspace")
 EXAMPLE = ('{"id": "<session>", "messages": [{"id": "...", "role": "user", "parts": '
            '[{"type": "text", "text": "..."}]}], "trigger": "submit-message"}')
-_DATA_URL = re.compile(r"^data:([^,;]*)", re.IGNORECASE)
 
 
 @dataclass
@@ -161,13 +158,10 @@ def _image(part: dict, where: str, number: int) -> dict:
     name = part.get("filename")
     image: dict = {"name": name if isinstance(name, str) else None}
     if url[:5].lower() == "data:":
-        said = _DATA_URL.match(url[:512])
-        named = normalize_media_type(said.group(1)) if said else None
-        if named and named != normalize_media_type(media):
-            raise ApiError(422, "invalid_image", (
-                f"image {number}: {where} says mediaType {safe_text(media)[:60]!r} but its "
-                f"data: URL says {safe_text(named)[:60]!r}; send the file's real type in "
-                "both"))
+        try:  # its mediaType and the type its data: URL names must agree
+            data_url(url, media, f"image {number}", f"{where}'s mediaType")
+        except UploadRefused as exc:
+            raise ApiError(exc.status, exc.code, exc.message) from None
         image.update(data=url, mime=media)
     elif url[:8].lower() == "https://" or url[:7].lower() == "http://":
         image["url"] = url

@@ -61,6 +61,7 @@ from silica.blocks import ImageBlock
 from silica.errors import SilicaError
 from silica.images.fetch import FetchError, fetch_image, shown_url
 from silica.images.intake import ImageRefused, display_name, prepare_upload
+from silica.images.sniff import normalize_media_type
 from silica.security.text import safe_text
 from silica.serve.bodies import BodyBudget, json_object
 from silica.serve.errors import ApiError
@@ -293,14 +294,27 @@ def _json_image(item: Any, index: int, caps: _Caps) -> _Sent:
     if not isinstance(data, str):
         raise UploadRefused(400, "invalid_field", f'{where}.data must be a base64 string')
     declared = _text(item.get("mime"), f"{where}.mime", optional=True)
-    header = _DATA_URL.match(data[:512])
-    if header:
-        declared = declared or header.group(1) or None
-        data = data[header.end():]
+    declared, data = data_url(data, declared, _Sent(index, name).label, f"{where}.mime")
     sent = _Sent(index, name, declared, base64=data)
     if len(data) * 3 // 4 - data.count("=", -2) > caps.image_bytes:
         raise caps.too_large(sent.label)
     return sent
+
+
+def data_url(data: str, declared: str | None, label: str, where: str) -> tuple[str | None, str]:
+    """The type and base64 of an image sent as ``data`` (a ``data:`` URL, or bare base64) with
+    ``declared`` (the sender's type, or None): the type is ``declared`` or else the URL's.
+    ``UploadRefused`` 422 when the two name different types: every route that takes a
+    ``data:`` URL (the message body's ``images``, the AI SDK's ``file`` parts) reads it here."""
+    header = _DATA_URL.match(data[:512])
+    if not header:
+        return declared, data
+    said = header.group(1) or None
+    if declared and said and normalize_media_type(said) != normalize_media_type(declared):
+        raise UploadRefused(422, "invalid_image", (
+            f"{label}: {where} says {safe_text(declared)[:60]!r} but its data: URL says "
+            f"{safe_text(said)[:60]!r}; send the file's real type in both"))
+    return declared or said, data[header.end():]
 
 
 def _text(value: Any, where: str, *, optional: bool = False) -> str | None:
