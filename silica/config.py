@@ -64,6 +64,16 @@
     images = "auto"                 # images in the terminal: "kitty", "iterm2", "sixel",
                                     # "blocks" (half-block cells) or "off"
 
+    [storage]                       # where sessions and images are kept (docs/deploy.md)
+    database = "postgresql://silica@db/silica"  # default: SQLite in SILICA_HOME; password
+                                    # from PGPASSWORD (or the whole URL in SILICA_DATABASE)
+    images = "s3://silica-images/prod"   # default: the folder SILICA_HOME/images
+    image_urls = "presigned"        # the page fetches images from the store ("daemon": through it)
+
+    [worker]                        # silica worker: turns taken from Redis
+    lease = 30                      # seconds before a silent worker's turn is claimed by another
+    concurrency = 8                 # turns one worker runs at once
+
     [resident]                      # ask, chat, tools run/list hand their run to a warm process
     enabled = true                  # false: never (so does SILICA_RESIDENT=0)
     idle = 600                      # seconds with no run before it exits
@@ -90,7 +100,8 @@
     approve = "browser"             # "direct": follow the authorization redirect, no browser
 
 Environment: ``SILICA_PROVIDER``, ``SILICA_MODEL``, ``SILICA_VISION`` (true/false),
-``SILICA_MAX_TURNS``. A bad file or value raises ``ConfigError`` naming the key and the
+``SILICA_MAX_TURNS``, ``SILICA_DATABASE`` (``[storage] database``), ``SILICA_IMAGES``
+(``[storage] images``). A bad file or value raises ``ConfigError`` naming the key and the
 problem.
 """
 
@@ -536,6 +547,47 @@ class ServeSettings(_Section):
     approval_timeout: float = Field(default=300.0, gt=0, le=_MAX_SECONDS)
 
 
+class StorageSettings(_Section):
+    """``[storage]``: where sessions and images are kept (``silica.storage``; docs/deploy.md).
+    Unset, both stay under ``SILICA_HOME``: sessions in SQLite, images in a folder."""
+
+    # sessions: unset -> SQLite under SILICA_HOME; "postgresql://user:password@host/db"
+    database: str | None = None
+    # images: unset -> the content-addressed folder; "s3://bucket/prefix" (credentials and
+    # endpoint from the usual AWS variables)
+    images: str | None = None
+    # how the page gets an image kept in object storage: through the daemon, or redirected
+    # to a presigned URL of the store
+    image_urls: Literal["daemon", "presigned"] = "daemon"
+
+    @field_validator("database", mode="before")
+    @classmethod
+    def _database(cls, value: object) -> object:
+        if isinstance(value, str) and not re.match(r"^(postgres|postgresql)://", value):
+            raise ValueError('must be a PostgreSQL URL such as "postgresql://HOST:5432/DBNAME" '
+                             "(leave it unset to keep sessions in SQLite under SILICA_HOME)")
+        return value
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _images(cls, value: object) -> object:
+        if isinstance(value, str) and not re.match(
+                r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", value):
+            raise ValueError('must be "s3://BUCKET" or "s3://BUCKET/PREFIX" with a bucket name '
+                             "of 3-63 lowercase letters, digits, '.' or '-' (leave it unset to "
+                             "keep images in SILICA_HOME/images)")
+        return value
+
+
+class WorkerSettings(_Section):
+    """``[worker]``: ``silica worker`` processes, which take turns from Redis."""
+
+    # seconds a turn stays owned by a worker that stopped beating; then another claims it
+    lease: float = Field(default=30.0, ge=1, le=_MAX_SECONDS)
+    # turns one worker runs at once
+    concurrency: int = Field(default=8, ge=1, le=_MAX_COUNT)
+
+
 class ResidentSettings(_Section):
     """``[resident]``: whether ``ask``, ``chat``, ``tools run`` and ``tools list`` use a
     resident process (read with the stdlib alone before the CLI loads, by
@@ -579,6 +631,8 @@ class Settings(_Section):
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     display: DisplaySettings = Field(default_factory=DisplaySettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
 
     @field_validator("agents")
@@ -596,6 +650,8 @@ _ENV = {
     "SILICA_MODEL": "model",
     "SILICA_VISION": "vision",
     "SILICA_MAX_TURNS": "max_turns",
+    "SILICA_DATABASE": "storage.database",
+    "SILICA_IMAGES": "storage.images",
 }
 
 
@@ -616,7 +672,12 @@ def load_settings(home: Path | None = None,
             from exc
     for var, key in _ENV.items():
         if environ.get(var):
-            data[key] = environ[var]
+            section, _, name = key.rpartition(".")
+            target = data
+            if section:
+                found = data.get(section)
+                target = data[section] = dict(found) if isinstance(found, dict) else {}
+            target[name] = environ[var]
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
