@@ -374,7 +374,7 @@ def test_a_turn_stopped_with_its_daemon_is_denied_and_shown_so_after_a_restart(m
 
 def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_the_answer(
         model, tmp_path):
-    from test_serve_redis import RedisServer
+    from redis_server import RedisServer
 
     home = home_with(tmp_path)
     env = env_for(model, home)

@@ -405,7 +405,7 @@ def test_an_mcp_servers_request_is_answered_over_http_and_the_server_gets_the_va
 
 
 def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_path):
-    from test_serve_redis import RedisServer
+    from redis_server import RedisServer
 
     home = home_with(tmp_path)
     env = env_for(model, home, plugin_site(tmp_path))
