@@ -195,6 +195,8 @@ class Subscription:
 class EventBus:
     """In-process fan-out with ids and a window per session (see the module docstring)."""
 
+    shared = False  # True: events come back through a reader, for watched sessions only
+
     def __init__(self, home: Path | None = None) -> None:
         self.home = home
         self.sio: Any = None
@@ -359,6 +361,12 @@ class EventBus:
             return [], span.last, True
         assert window is not None  # a span with events
         return window.after(after), after, False
+
+    def published(self, session_id: str) -> Key | None:
+        """The id of the last event of the session this process published (``None``: not
+        known)."""
+        window = self.windows.get(session_id)
+        return window.span().last if window is not None else None
 
     async def recent(self, session_id: str) -> list[Entry]:
         """The session's events kept now, oldest first."""

@@ -112,6 +112,8 @@ def _client(url: str, retries: int) -> aioredis.Redis:
 class RedisBus(EventBus):
     """The bus shared through per-session Redis streams (see the module docstring)."""
 
+    shared = True
+
     def __init__(self, url: str, home: Path | None = None) -> None:
         super().__init__(home)
         check_reachable(url)
@@ -355,6 +357,9 @@ class RedisBus(EventBus):
                 return out
             start = f"({page[-1][0]}"
         return out
+
+    def published(self, session_id: str) -> Key | None:
+        return self.appended.get(session_id)
 
     async def recent(self, session_id: str) -> list[Entry]:
         try:
