@@ -296,9 +296,15 @@ class EventBus:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, *, inline: bool = False,
-                        after: Key | None = None) -> AsyncIterator[Subscription]:
+                        after: Key | str | None = None) -> AsyncIterator[Subscription]:
         """Listen to the session's events for the ``async with`` block: those after the id
-        ``after`` first (or a ``reset``), then the live ones."""
+        ``after`` (``(ms, seq)`` or its text) first (or a ``reset``), then the live ones.
+        ``ValueError`` for a text that is not an event id."""
+        if isinstance(after, str):
+            key = parse_id(after)
+            if key is None:
+                raise ValueError(f"not an event id: {after[:50]!r}")
+            after = key
         stream = Subscription(session_id, inline)
         self._streams.setdefault(session_id, set()).add(stream)
         try:
