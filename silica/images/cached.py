@@ -80,7 +80,9 @@ class CachedImageStore(ImageStore):
         return self._names
 
     def _list(self, start: str = "") -> dict[str, int]:
-        return _asked(lambda: self.objects.names(self.session, start=start))
+        """The session's objects silica could have written (an extension it uses)."""
+        names = _asked(lambda: self.objects.names(self.session, start=start))
+        return {n: size for n, size in names.items() if n.rpartition(".")[2] in _TYPES}
 
     def count(self) -> int:
         """How many images the object store holds for this session (asked each time)."""
