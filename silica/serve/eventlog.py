@@ -36,8 +36,8 @@ from silica.config import Settings
 from silica.images.store import StoreError, open_image_store
 
 WINDOW = 2000  # events the in-process bus keeps per session for resume
-WINDOW_BYTES = 4 * 1024 * 1024  # and at most this much of them (text, or JSON size)
-WINDOW_SESSIONS = 100  # sessions whose window it keeps (the least recently used go first)
+WINDOW_BYTES = 1024 * 1024  # and at most this much of them (text, or JSON size)
+WINDOW_SESSIONS = 64  # sessions whose window it keeps (the least recently used go first)
 MAX_ID = 41  # characters of an event id: two numbers below 2**64 and a dash
 ZERO = (0, 0)
 _ID = re.compile(r"^([0-9]{1,20})-([0-9]{1,20})$")
