@@ -32,6 +32,7 @@ import hashlib
 import logging
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,46 +235,12 @@ class TurnRunner:
 
     async def _run(self, slot: Slot, turn: Turn, agent: Agent, text: str,
                    refs: list[ImageRefBlock]) -> None:
-        agent.listen(agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id))
-        # its tools' requests for values are put to whoever watches the session
-        agent.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
-                                          turn.number)
-        # and its shell commands outside [shell] allow wait for that person's approval
-        agent.approve = self.approvals.approver(slot.pump, turn.session_id, turn.turn_id,
-                                                turn.number)
-        failure: ApiError | None = None
-        reply_text, stop_reason = "", "error"
-        cancelled = False
-        try:
-            reply_text = await agent.send(text, refs)
-            stop_reason = agent.last_reply.stop_reason if agent.last_reply else ""
-        except asyncio.CancelledError:
-            cancelled, stop_reason = True, "interrupted"
-            failure = ApiError(503, "interrupted", (
-                "silica serve stopped while this turn ran; every tool call in it was "
-                "answered and the session was saved: send the next message to go on"))
-        except Exception as exc:  # every failure is an event; the session stays usable
-            failure = _failure(exc)
-        finally:
-            self.asking.end_turn(turn.turn_id)
-            self.approvals.end_turn(turn.turn_id)
+        def release() -> None:
             agent.release_turn()
             slot.claimed, slot.turn = False, None
-        usage = agent.usage.model_dump()
-        if failure is not None:
-            turn.failure = ApiError(failure.status, failure.code, failure.message,
-                                    turn_id=turn.turn_id)
-            slot.pump.put("error", {"turn_id": turn.turn_id, "code": failure.code,
-                                    "message": failure.message})
-        turn.outcome = {"turn_id": turn.turn_id, "text": reply_text,
-                        "stop_reason": stop_reason, "usage": usage}
-        slot.pump.put("turn_end", dict(turn.outcome))
-        try:
-            await slot.pump.drain()
-        finally:
-            turn.done.set()
-        if cancelled:
-            raise asyncio.CancelledError
+
+        await run_turn(agent, slot.pump, self.bus, self.asking, self.approvals, turn, text,
+                       refs, release=release)
 
     # -- agents ---------------------------------------------------------------------------
 
@@ -370,3 +337,59 @@ def _failure(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", f"the turn failed inside silica "
                     f"({type(exc).__name__}: {exc}); the session was saved up to the failure: "
                     "send the next message to go on")
+
+
+STOPPED = ("{who} stopped while this turn ran; every tool call in it was answered and the "
+           "session was saved: send the next message to go on")
+
+
+async def run_turn(agent: Agent, pump: Pump, bus: EventBus, asking: Elicitations,
+                   approvals: Approvals, turn: Turn, text: str, refs: list[ImageRefBlock], *,
+                   release: Callable[[], None], who: str = "silica serve") -> None:
+    """Run one turn whose ``message`` event is sent: the agent's events on ``pump``, its
+    requests for values and approvals put to whoever watches the session, then ``error``
+    (when it failed) and ``turn_end``; ``turn`` gets its outcome or failure and is ``done``.
+    ``release`` gives the session back, before ``turn_end`` is sent. Cancelled (``who``
+    stopped): every tool call is answered, the session saved, the turn ends ``interrupted``
+    and the cancellation goes on. The daemon's turns and a worker's run this one body."""
+    agent.listen(agent_events(pump, bus, turn.session_id, turn.turn_id))
+    # its tools' requests for values are put to whoever watches the session
+    agent.elicit = asking.asker(pump, turn.session_id, turn.turn_id, turn.number)
+    # and its shell commands outside [shell] allow wait for that person's approval
+    agent.approve = approvals.approver(pump, turn.session_id, turn.turn_id, turn.number)
+    failure: ApiError | None = None
+    reply_text, stop_reason = "", "error"
+    cancelled = False
+    try:
+        reply_text = await agent.send(text, refs)
+        stop_reason = agent.last_reply.stop_reason if agent.last_reply else ""
+    except asyncio.CancelledError:
+        cancelled, stop_reason = True, "interrupted"
+        failure = ApiError(503, "interrupted", STOPPED.format(who=who))
+    except Exception as exc:  # every failure is an event; the session stays usable
+        failure = _failure(exc)
+    finally:
+        asking.end_turn(turn.turn_id)
+        approvals.end_turn(turn.turn_id)
+        release()
+    await end_turn(pump, turn, failure, {"turn_id": turn.turn_id, "text": reply_text,
+                                         "stop_reason": stop_reason,
+                                         "usage": agent.usage.model_dump()})
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+async def end_turn(pump: Pump, turn: Turn, failure: ApiError | None, outcome: dict) -> None:
+    """Send the turn's ``error`` (if it failed) and ``turn_end`` (``outcome``), once they
+    are published mark it ``done``."""
+    if failure is not None:
+        turn.failure = ApiError(failure.status, failure.code, failure.message,
+                                turn_id=turn.turn_id)
+        pump.put("error", {"turn_id": turn.turn_id, "code": failure.code,
+                           "message": failure.message})
+    turn.outcome = outcome
+    pump.put("turn_end", dict(outcome))
+    try:
+        await pump.drain()
+    finally:
+        turn.done.set()
