@@ -311,10 +311,9 @@ class TurnRunner:
                                     "on in a worker: read its end in the session's history")
             turn.done.set()
         self.queued.clear()
-        if self._relay_task is not None:
-            self._relay_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._relay_task
+        relay = self.approvals.relay
+        if self._relay_task is not None and relay is not None:
+            await relay.stop(self._relay_task)
         if self.queue is not None:
             await self.queue.close()
 
