@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import redis
 from PIL import Image
 from redis_server import RedisServer
 from serve_daemon import (
@@ -63,7 +65,7 @@ def pair(tmp_path_factory):
         with anthropic_server([]) as srv:
             a, b = two_daemons(root, srv, server.url)
             with a, b:
-                yield {"a": a, "b": b, "srv": srv}
+                yield {"a": a, "b": b, "srv": srv, "url": server.url, "redis": server}
     finally:
         server.stop()
 
@@ -185,6 +187,197 @@ def test_a_session_runs_one_turn_at_a_time_across_daemons(pair, tmp_path):
     assert by_name(events)["turn_end"]["text"] == "Opened."
 
 
+# -- resuming from the last event, on any daemon -------------------------------------------
+
+
+def last_id(events) -> str:
+    return events[-1][1]["event_id"]
+
+
+def test_an_sse_client_moving_from_a_to_b_mid_turn_sees_every_event_once_in_order(pair,
+                                                                                  tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as stayed:
+            async with SseReader(a, sid) as mover:
+                sent = await post(a, sid, "open the gate")
+                assert sent.status_code == 202, sent.text
+                had = await mover.until("message")
+            # the mover is gone: what follows happens without it
+            await stayed.until("tool_call")
+            resume = {**b.headers, "Last-Event-ID": last_id(had)}
+            async with SseReader(b, sid, headers=resume) as moved:
+                gate.write_text("go")
+                rest = await moved.until("turn_end")
+            await stayed.until("turn_end")
+            return had + rest, stayed.events
+
+    moved, stayed = asyncio.run(run())
+    assert moved == stayed  # the same events, with the same ids, in the same order
+    seen = names(stayed)
+    assert seen[0] == "message" and seen[-1] == "turn_end"
+    assert seen.count("tool_call") == 1 and seen.count("tool_result") == 1
+    assert by_name(stayed)["turn_end"]["text"] == "Opened."
+
+
+def test_a_socketio_client_moving_from_a_to_b_mid_turn_sees_every_event_once_in_order(
+        pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(b)
+
+    async def run():
+        async with SioListener(b, sid) as stayed:
+            async with SioListener(a, sid) as mover:
+                sent = await post(a, sid, "open the gate")
+                assert sent.status_code == 202, sent.text
+                had = await mover.until("message")
+            await stayed.until("tool_call")
+            async with SioListener(b, sid, after=last_id(had)) as moved:
+                assert moved.joined["ok"] is True, moved.joined
+                gate.write_text("go")
+                rest = await moved.until("turn_end")
+            await stayed.until("turn_end")
+            return had + rest, stayed.events
+
+    moved, stayed = asyncio.run(run())
+    assert moved == stayed
+    assert names(stayed).count("tool_result") == 1
+    assert by_name(stayed)["turn_end"]["text"] == "Opened."
+
+
+def test_the_ai_sdk_resume_route_of_a_daemon_started_mid_turn_streams_the_turn(pair,
+                                                                                tmp_path):
+    a, srv = pair["a"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as watch:
+            sent = await post(a, sid, "open the gate")
+            assert sent.status_code == 202, sent.text
+            await watch.until("tool_call")
+            # a daemon that joins the pool now has heard nothing of this turn
+            late = await asyncio.to_thread(
+                start_daemon, a.home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
+                args=["--redis", pair["url"]], cwd=a.home.parent)
+            with late:
+                async with late.async_client() as http, \
+                        http.stream("GET", f"/api/chat/{sid}/stream") as resumed:
+                    assert resumed.status_code == 200
+                    gate.write_text("go")
+                    lines = [line async for line in resumed.aiter_lines()]
+            await watch.until("turn_end")
+            return lines, watch.events
+
+    lines, events = asyncio.run(run())
+    chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    kinds = [chunk["type"] for chunk in chunks]
+    turn_id = by_name(events)["message"]["turn_id"]
+    assert kinds[0] == "start" and chunks[0]["messageId"] == turn_id
+    assert kinds[-1] == "finish" and "data: [DONE]" in lines
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == \
+        "Opening. Opened."
+    assert kinds.count("tool-input-available") == 1
+    assert kinds.count("tool-output-available") == 1
+
+
+def test_an_id_older_than_the_stream_keeps_gets_a_reset(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    srv.add(text("One."), text("Two."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as sse:
+            for word in ("first", "second"):
+                sent = await post(a, sid, word, wait="true")
+                assert sent.status_code == 200, sent.text
+                await sse.until("turn_end")
+            return sse.events
+
+    events = asyncio.run(run())
+    first = events[0][1]["event_id"]
+    with redis.Redis.from_url(pair["url"]) as client:  # the cap, as a long session meets it
+        client.xtrim(f"silica:events:{sid}", maxlen=1, approximate=False)
+
+    async def resume():
+        async with SseReader(b, sid, headers={**b.headers, "Last-Event-ID": first}) as sse, \
+                SioListener(a, sid, after=first) as sio:
+            return await sse.next(), await sio.until("reset")
+
+    (name, data), sio_events = asyncio.run(resume())
+    assert name == "reset"
+    assert f"GET /sessions/{sid}/history" in data["message"]
+    assert data["event_id"] == events[-1][1]["event_id"]  # resume from here afterwards
+    assert names(sio_events) == ["reset"]
+
+
+def test_a_turn_held_while_redis_restarts_reaches_every_client_once_in_order(pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    server = pair["redis"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+    lost = [d.stderr().count("lost Redis") for d in (a, b)]
+    back = [d.stderr().count("is back:") for d in (a, b)]
+
+    async def run():
+        async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a, \
+                SseReader(b, sid) as sse_b, SioListener(b, sid) as sio_b:
+            clients = (sse_a, sio_a, sse_b, sio_b)
+            sent = await post(a, sid, "open the gate")
+            assert sent.status_code == 202, sent.text
+            for client in clients:
+                await client.until("tool_call")
+            await asyncio.to_thread(server.stop)
+            for daemon, before in zip((a, b), lost, strict=True):
+                await asyncio.to_thread(wait_for_count, daemon, "lost Redis", before + 1)
+            gate.write_text("go")  # the turn goes on and ends while Redis is away
+            await asyncio.to_thread(wait_for_saved, a, sid)
+            await asyncio.to_thread(server.start)  # the same port, empty
+            for client in clients:
+                await client.until("turn_end")
+            return [client.events for client in clients]
+
+    heard = asyncio.run(run())
+    assert heard[0] == heard[1] == heard[2] == heard[3]
+    seen = names(heard[0])
+    for once in ("message", "tool_call", "tool_result", "turn_end"):
+        assert seen.count(once) == 1, seen
+    assert seen[-1] == "turn_end" and by_name(heard[0])["turn_end"]["text"] == "Opened."
+    ids = [data["event_id"] for _, data in heard[0]]
+    assert len(set(ids)) == len(ids)
+    for daemon, before in zip((a, b), back, strict=True):
+        wait_for_count(daemon, "is back:", before + 1)
+
+
+def wait_for_count(daemon, words: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while daemon.stderr().count(words) < count:
+        assert daemon.proc.poll() is None, f"the daemon died:\n{daemon.stderr()}"
+        assert time.monotonic() < deadline, f"no {words!r} in the log:\n{daemon.stderr()}"
+        time.sleep(0.1)
+
+
+def wait_for_saved(daemon, sid: str) -> None:
+    """Until the session's history says its turn is complete (the turn ended)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        with daemon.client() as http:
+            body = http.get(f"/sessions/{sid}/history").json()
+        if body["turns"] and body["turns"][-1]["status"] == "complete" and \
+                not body.get("running"):
+            return
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+
+
 # -- Redis that is not there, or goes away ------------------------------------------------
 
 
@@ -209,7 +402,7 @@ def wait_for_log(daemon, words: str) -> None:
         time.sleep(0.1)
 
 
-def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_path):
+def test_redis_going_away_is_logged_the_events_are_kept_and_every_client_gets_them(tmp_path):
     tools_for(tmp_path / "home")
     server = RedisServer(tmp_path / "redis").start()
     try:
@@ -219,7 +412,7 @@ def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_p
                 sid = new_session(a)
 
                 async def turn(reply: str, *listeners) -> list:
-                    """B runs a turn; what B's own SSE client heard of it."""
+                    """B runs a turn; what the listeners heard of it."""
                     srv.add(text(reply))
                     sent = await post(b, sid, "say something", wait="true")
                     assert sent.status_code == 200, sent.text
@@ -227,41 +420,45 @@ def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_p
                     return [await listener.until("turn_end") for listener in listeners]
 
                 async def run():
-                    # A's clients stay connected to A all along
-                    async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a:
-                        async with SseReader(b, sid) as sse_b:
-                            await turn("Before.", sse_a, sio_a, sse_b)
+                    # A's clients and one of B's stay connected all along
+                    async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a, \
+                            SseReader(b, sid) as sse_b:
+                        await turn("Before.", sse_a, sio_a, sse_b)
                         await asyncio.to_thread(server.stop)
                         for daemon in (a, b):
                             await asyncio.to_thread(wait_for_log, daemon,
                                                     "lost Redis at redis://127.0.0.1:")
-                        # both still serve HTTP; B's own clients still hear B's turn
+                        # both still serve HTTP, and B still runs a turn
                         for daemon in (a, b):
                             async with daemon.async_client() as http:
                                 listed = await http.get("/sessions")
                             assert listed.status_code == 200
                             assert sid in [s["id"] for s in listed.json()["sessions"]]
-                        async with SseReader(b, sid) as sse_b:
-                            [during_b] = await turn("During.", sse_b)
-                        await asyncio.to_thread(server.start)  # the same port again
+                        await turn("During.")
+                        await asyncio.to_thread(server.start)  # the same port, empty
                         for daemon in (a, b):
                             await asyncio.to_thread(wait_for_log, daemon,
                                                     "is back: events are shared")
-                        await turn("After.", sse_a, sio_a)
-                        return during_b, sse_a.events, sio_a.events
+                        # the turn said while Redis was gone reaches every client, then the next
+                        for listener in (sse_a, sio_a, sse_b):
+                            await listener.until("turn_end")
+                        await turn("After.", sse_a, sio_a, sse_b)
+                        return sse_a.events, sio_a.events, sse_b.events
 
-                during_b, heard_sse_a, heard_sio_a = asyncio.run(run())
-                assert by_name(during_b)["turn_end"]["text"] == "During."
-                # A's clients heard the turns before and after, and nothing of the one
-                # said while Redis was gone
-                for heard in (heard_sse_a, heard_sio_a):
-                    ends = [d["text"] for n, d in heard if n == "turn_end"]
-                    assert ends == ["Before.", "After."]
-                    assert names(heard).count("message") == 2
+                heard = asyncio.run(run())
+                for events in heard:
+                    ends = [d["text"] for n, d in events if n == "turn_end"]
+                    assert ends == ["Before.", "During.", "After."]
+                    assert names(events).count("message") == 3
+                    ids = [d["event_id"] for _, d in events]
+                    assert len(set(ids)) == len(ids)  # none twice
+                assert [d for _, d in heard[0]] == [d for _, d in heard[1]] == \
+                    [d for _, d in heard[2]]  # one order, one id per event, everywhere
                 assert b.stop() == 0 and a.stop() == 0  # a clean stop, Redis bus and all
             for daemon in (a, b):
                 log = daemon.stderr()
                 assert log.count("lost Redis") == 1  # once for the outage, not per event
+                assert log.count("is back:") == 1
                 assert "Traceback" not in log
     finally:
         server.stop()
