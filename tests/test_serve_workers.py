@@ -221,6 +221,10 @@ def test_turns_sent_to_either_front_run_on_both_workers_and_each_client_sees_eac
         assert data_of(events, "message")[0]["turn_id"] == sent[i].json()["turn_id"]
         assert data_of(events, "tool_result")[0]["text"].strip() == "opened"
         assert data_of(events, "turn_end")[0]["text"] == "Done."
+    for at_a, at_b in zip(first[::2], first[1:][::2], strict=True):
+        ids = [data["event_id"] for _, data in at_a]
+        assert ids == [data["event_id"] for _, data in at_b]  # one order, one id each
+        assert len(set(ids)) == len(ids)
     for i, reply in enumerate(waited):
         assert reply.status_code == 200, reply.text
         assert reply.json()["text"] == f"Hi: again {i}"

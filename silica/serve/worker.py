@@ -105,7 +105,7 @@ class Worker:
         helpers: list[asyncio.Task] = []
         serving: asyncio.Task | None = None
         try:
-            self.bus = await _start_bus(url)
+            self.bus = await _start_bus(url, self.home)
             relay = Relay(queue.client, self.name)
             self.asking.relay = self.approvals.relay = relay
             loop = asyncio.get_running_loop()
@@ -311,14 +311,8 @@ def _outcome(job: Job, stop_reason: str) -> dict:
             "usage": Usage().model_dump()}
 
 
-async def _start_bus(url: str) -> EventBus:
-    """The shared bus, started in a process without a Socket.IO server of its own."""
-    bus = make_bus(url)
-    if bus.sio is None and bus.client_manager() is not None:
-        # until the bus works without one: a bare server whose manager publishes to Redis
-        import socketio  # type: ignore[import-untyped]  # the package ships no type hints
-
-        bus.attach(socketio.AsyncServer(client_manager=bus.client_manager(),
-                                        async_mode="asgi"))
+async def _start_bus(url: str, home) -> EventBus:
+    """The shared bus: publishing needs no Socket.IO server."""
+    bus = make_bus(url, home)
     await bus.start()
     return bus
