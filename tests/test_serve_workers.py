@@ -373,3 +373,36 @@ def test_a_worker_without_redis_and_a_front_without_redis_say_what_to_do(tmp_pat
     none = subprocess.run([sys.executable, "-m", "silica", "worker"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
     assert none.returncode == 2 and "--redis" in none.stderr
+
+
+def test_a_worker_stopped_with_sigterm_ends_its_running_turn_as_interrupted(cluster):
+    a, root = cluster["a"], cluster["root"]
+    sid = new_session(a)
+    held = gate(root, "stopped")  # never opened: the turn runs until its worker stops
+
+    async def run():
+        async with SseReader(a, sid) as sse:
+            sent = await post(a, sid, f"gate:{held}")
+            assert sent.status_code == 202, sent.text
+            await sse.until("tool_call")
+            [running] = [w for w in cluster["workers"] if sid in w.stderr()]
+            code = await asyncio.to_thread(running.stop)  # SIGTERM, then its exit
+            await sse.until("turn_end")
+            return running, code, list(sse.events)
+
+    stopped, code, events = asyncio.run(run())
+    cluster["workers"].remove(stopped)
+    cluster["workers"].append(Worker(cluster["home"], cluster["url"], cluster["env"],
+                                     root).ready())
+    assert code == 0, stopped.stderr()
+    assert "stopping: no more turns are taken" in stopped.stderr()
+    seen = [n for n in names(events) if n != "text_delta"]
+    assert seen == ["message", "tool_call", "tool_result", "error", "turn_end"], seen
+    assert data_of(events, "tool_result")[0]["is_error"] is True
+    assert data_of(events, "error")[0]["code"] == "interrupted"
+    assert "silica worker stopped" in data_of(events, "error")[0]["message"]
+    assert data_of(events, "turn_end")[0]["stop_reason"] == "interrupted"
+    with a.client() as http:
+        after = http.post(f"/sessions/{sid}/messages", params={"wait": "true"},
+                          json={"message": "next"})
+    assert after.status_code == 200 and after.json()["text"] == "Hi: next"

@@ -84,9 +84,14 @@ class Job:
         """The job of a stream entry (``None``: not one silica wrote)."""
         try:
             doc = json.loads(fields.get("job", ""))
-            return cls(**doc, entry=entry)
-        except (ValueError, TypeError):
+            job = cls(**doc, entry=entry)
+        except (ValueError, TypeError, RecursionError):
             return None
+        good = (all(isinstance(v, str) for v in (job.session_id, job.turn_id, job.text))
+                and type(job.number) is int and isinstance(job.images, list)
+                and all(isinstance(i, dict) for i in job.images)
+                and (job.workspace is None or isinstance(job.workspace, str)))
+        return job if good else None
 
 
 def redis_error(url: str, exc: BaseException, what: str) -> SilicaError:

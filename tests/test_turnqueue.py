@@ -1,0 +1,49 @@
+"""The turn queue's job entries (``silica.serve.turnqueue.Job``): what a front writes, a
+worker reads back whole; anything else in the stream is no job, never an exception."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from silica.serve.turnqueue import Job
+
+names = st.text(min_size=1, max_size=40)
+refs = st.lists(st.dictionaries(st.text(max_size=10), st.text(max_size=20) | st.integers(),
+                                max_size=4), max_size=3)
+
+
+@given(names, names, st.integers(min_value=1, max_value=10**6), st.text(max_size=500), refs,
+       st.none() | st.text(max_size=100), st.text(min_size=1, max_size=30))
+def test_a_job_reads_back_as_it_was_written(session, turn, number, text, images, workspace,
+                                            entry):
+    job = Job(session, turn, number, text, images, workspace)
+    assert Job.read(entry, job.fields()) == Job(session, turn, number, text, images,
+                                                workspace, entry=entry)
+
+
+junk = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=10), inner, max_size=3), max_leaves=10)
+
+
+@given(st.dictionaries(st.text(max_size=10), st.text(max_size=200), max_size=3)
+       | st.builds(lambda doc: {"job": json.dumps(doc)}, junk))
+def test_anything_else_in_the_stream_is_no_job(fields):
+    job = Job.read("1-0", fields)
+    if job is not None:  # only a whole job, of the right types, is taken
+        assert isinstance(job.session_id, str) and isinstance(job.turn_id, str)
+        assert type(job.number) is int and isinstance(job.text, str)
+        assert all(isinstance(ref, dict) for ref in job.images)
+        assert job.workspace is None or isinstance(job.workspace, str)
+
+
+def test_a_job_of_the_wrong_types_is_no_job():
+    good = json.loads(Job("s", "t", 1, "hi").fields()["job"])
+    for key, bad in (("session_id", 5), ("number", "1"), ("number", True), ("images", {}),
+                     ("images", ["x"]), ("workspace", 3), ("text", None)):
+        assert Job.read("1-0", {"job": json.dumps({**good, key: bad})}) is None
+    assert Job.read("1-0", {"job": json.dumps({**good, "extra": 1})}) is None
+    assert Job.read("1-0", {"job": "[1, 2"}) is None
