@@ -240,7 +240,8 @@ class UiChat:
         if not self.runner.exists(sid):
             raise no_session(sid)
         for approval_id, approved in body.approvals:
-            self.runner.approvals.answer(sid, approval_id, "once" if approved else "deny")
+            await self.runner.approvals.reach(sid, approval_id,
+                                              "once" if approved else "deny")
         ids = [approval_id for approval_id, _ in body.approvals]
         turn_log = self.logs.running(sid)
         if turn_log is None:  # not followed here: read from the session's events
