@@ -159,3 +159,52 @@ def test_a_migration_killed_midway_finishes_on_the_next_run(old_home, tmp_path):
     assert kept == sorted(f"{k}.json" for k in files if k != "broken")
     for sid in kept:
         assert run("sessions", "export", sid[:-5], env=env).stdout == files[sid[:-5]]
+
+
+# -- the schema: Alembic's revisions, checked cheaply -----------------------------------------
+
+
+def test_the_newest_revision_is_the_one_silica_checks_for():
+    from alembic.script import ScriptDirectory
+
+    from silica.storage import schema
+
+    assert ScriptDirectory(str(schema.MIGRATIONS)).get_current_head() == schema.HEAD
+
+
+OPEN = """
+import sys
+from silica.agent.sessions import list_sessions
+list_sessions()
+print(sorted({m.split(".")[0] for m in sys.modules} & {"alembic", "sqlalchemy", "psycopg"}))
+"""
+
+
+def test_only_a_database_behind_pays_for_alembic(tmp_path):
+    env = {**os.environ, "SILICA_HOME": str(tmp_path / "home")}
+    env.pop("SILICA_DATABASE", None)
+
+    def opened() -> str:
+        done = subprocess.run([sys.executable, "-c", OPEN], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert opened() == "['alembic', 'sqlalchemy']"  # a new home: the schema is made
+    assert opened() == "[]"  # then every open is one SELECT
+
+
+def test_a_database_from_a_newer_silica_is_one_clear_line(tmp_path):
+    import sqlite3
+
+    home = tmp_path / "home"
+    env = {**os.environ, "SILICA_HOME": str(home), "SILICA_RESIDENT": "0"}
+    env.pop("SILICA_DATABASE", None)
+    assert run("sessions", "list", env=env).returncode == 0
+    with sqlite3.connect(home / "sessions.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '9999'")
+    done = run("sessions", "list", env=env)
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert done.stderr.decode().strip() == (
+        f"error: the sessions database {home / 'sessions.db'} was made by a newer silica "
+        "(schema 9999; this one knows up to 0001); upgrade silica")
