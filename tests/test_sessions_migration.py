@@ -138,6 +138,21 @@ def test_running_again_imports_nothing_twice(old_home, tmp_path):
     assert (home / "imported-sessions" / f"{sid}.1.json").read_bytes() == files[sid]
 
 
+def test_commands_started_at_once_import_each_file_once(old_home, tmp_path):
+    _, files, seen = old_home
+    home, env = fresh_copy(old_home, tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "silica", "sessions", "list", "--json"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(4)]
+    done = [(p.wait(120), *p.communicate()) for p in procs]
+    assert all(code == 0 for code, _, _ in done), [err for _, _, err in done]
+    said = b"".join(err for _, _, err in done).decode()
+    assert said.count("moved 2 session files") == 1 and "already holds" not in said
+    for _, out, _ in done:
+        assert without_path(json.loads(out)) == without_path(seen["list"])
+    assert len(list((home / "imported-sessions").glob("*.json"))) == 2
+
+
 def test_a_migration_killed_midway_finishes_on_the_next_run(old_home, tmp_path):
     _, files, seen = old_home
     home, env = fresh_copy(old_home, tmp_path)
