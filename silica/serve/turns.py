@@ -186,7 +186,7 @@ class TurnRunner:
             slot.claimed = False
             raise
         try:
-            await asyncio.to_thread(_catch_up, agent)  # may read the session file again
+            await asyncio.to_thread(_catch_up, agent)  # may read the session again
             incoming = await read_message(request, settings=agent.settings,
                                           limits=agent.info.limits,
                                           stored_images=count_images(self.home, session_id),
