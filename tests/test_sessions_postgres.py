@@ -113,6 +113,7 @@ def test_serve_runs_a_turn_on_postgres(home, database):
                 assert [s["id"] for s in listed] == [sid] and listed[0]["messages"] == 2
         finally:
             daemon.stop()
+    assert PASSWORD not in daemon.stderr() and "Traceback" not in daemon.stderr()
     assert [r[0] for r in rows_in(database)] == [sid]
 
 
