@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -195,7 +196,7 @@ print(sorted({m.split(".")[0] for m in sys.modules} & {"alembic", "sqlalchemy", 
 """
 
 
-def test_only_a_database_behind_pays_for_alembic(tmp_path):
+def test_a_new_home_never_imports_alembic(tmp_path):
     env = {**os.environ, "SILICA_HOME": str(tmp_path / "home")}
     env.pop("SILICA_DATABASE", None)
 
@@ -205,8 +206,32 @@ def test_only_a_database_behind_pays_for_alembic(tmp_path):
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    assert opened() == "['alembic', 'sqlalchemy']"  # a new home: the schema is made
+    assert opened() == "[]"  # a new home: the schema is made at its newest revision
     assert opened() == "[]"  # then every open is one SELECT
+
+
+def schema_of(db) -> list[tuple]:
+    """Each table and index with its statement, blanks made one space."""
+    def plain(sql: str | None) -> str | None:
+        return re.sub(r"\( | \)", lambda m: m.group().strip(), " ".join(sql.split())) \
+            if sql else sql
+    return sorted((t, n, tb, plain(sql))
+                  for t, n, tb, sql in db.execute("SELECT type, name, tbl_name, sql "
+                                                  "FROM sqlite_master"))
+
+
+def test_a_new_database_has_the_schema_the_revisions_make(tmp_path):
+    import sqlite3
+
+    from silica.storage import schema
+
+    made = sqlite3.connect(tmp_path / "made.db", isolation_level=None)
+    schema.create(made.execute)  # what a new home gets
+    schema.migrate(lambda: sqlite3.connect(tmp_path / "moved.db"), "sqlite")  # Alembic's
+    moved = sqlite3.connect(tmp_path / "moved.db")
+    assert schema_of(made) == schema_of(moved)
+    assert made.execute(schema.REVISION_QUERY).fetchall() == [(schema.HEAD,)]
+    assert moved.execute(schema.REVISION_QUERY).fetchall() == [(schema.HEAD,)]
 
 
 def test_a_database_from_a_newer_silica_is_one_clear_line(tmp_path):

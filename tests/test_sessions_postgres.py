@@ -334,3 +334,26 @@ def _png() -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (40, 30), (200, 30, 30)).save(out, format="PNG")
     return out.getvalue()
+
+
+def pg_schema(url: str) -> list[tuple]:
+    with psycopg.connect(url) as db:
+        columns = db.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = 'public'").fetchall()
+        indexes = db.execute("SELECT indexname, indexdef FROM pg_indexes "
+                             "WHERE schemaname = 'public'").fetchall()
+    return sorted(columns) + sorted(indexes)
+
+
+def test_a_new_postgres_database_has_the_schema_the_revisions_make(pg):
+    from silica.storage import schema
+
+    made, moved = pg.new_database("schema_made"), pg.new_database("schema_moved")
+    with psycopg.connect(made) as db, db.transaction():
+        schema.create(db.execute)  # what a new database gets
+    schema.migrate(lambda: psycopg.connect(moved), "postgresql+psycopg")  # Alembic's
+    assert pg_schema(made) == pg_schema(moved)
+    for url in (made, moved):
+        with psycopg.connect(url) as db:
+            assert db.execute(schema.REVISION_QUERY).fetchall() == [(schema.HEAD,)]

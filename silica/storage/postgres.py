@@ -54,7 +54,11 @@ class PostgresStore:
             with self._errors("open"):
                 if schema.behind(self._revision(first), self.where):
                     first.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_KEY,))
-                    if schema.behind(self._revision(first), self.where):
+                    revision = self._revision(first)  # another process may have done it
+                    if revision is None:
+                        with first.transaction():
+                            schema.create(first.execute)
+                    elif schema.behind(revision, self.where):
                         schema.migrate(self.connect, "postgresql+psycopg")
                     first.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_KEY,))
         finally:

@@ -39,7 +39,10 @@ class SqliteStore:
             self._db = self._connect()
             if schema.behind(self._revision(), self.where):
                 with _migration_lock(path):
-                    if schema.behind(self._revision(), self.where):  # not done meanwhile
+                    revision = self._revision()  # another process may have done it
+                    if revision is None:
+                        self._create()
+                    elif schema.behind(revision, self.where):
                         schema.migrate(self._connect, "sqlite")
 
     def _connect(self) -> sqlite3.Connection:
@@ -48,6 +51,16 @@ class SqliteStore:
         db.execute("PRAGMA journal_mode = WAL")  # kept in the file: readers never wait
         db.execute("PRAGMA synchronous = NORMAL")  # WAL: a crash of silica loses nothing
         return db
+
+    def _create(self) -> None:
+        """Make the schema at its newest revision in one transaction (a new database)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            schema.create(self._db.execute)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def _revision(self) -> str | None:
         try:
