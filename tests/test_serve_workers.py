@@ -388,6 +388,13 @@ def test_a_worker_without_redis_and_a_front_without_redis_say_what_to_do(tmp_pat
     none = subprocess.run([sys.executable, "-m", "silica", "worker"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
     assert none.returncode == 2 and "--redis" in none.stderr
+    database = f"postgresql://silica:worker-Secret-9@127.0.0.1:{free_port()}/silica"
+    no_db = subprocess.run([sys.executable, "-m", "silica", "worker", "--redis", url],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env={**env, "SILICA_DATABASE": database})
+    assert no_db.returncode == 1 and "Traceback" not in no_db.stderr
+    assert "cannot open the sessions database postgresql://***@127.0.0.1" in no_db.stderr
+    assert "worker-Secret-9" not in no_db.stderr
 
 
 def test_a_worker_stopped_with_sigterm_ends_its_running_turn_as_interrupted(cluster):

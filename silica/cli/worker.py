@@ -39,6 +39,11 @@ def worker(*, redis: str | None = None, allow_shell: AllowShell = False):
         fail(f"silica worker takes turns from Redis: give --redis URL (or ${REDIS_VAR}, or "
              "[serve] redis in config.toml), the one the silica serve --no-worker daemons "
              "use", 2)
+    from silica.agent.sessions import open_sessions
+    from silica.images.store import check_image_store
+
+    open_sessions()  # an unusable sessions database: one line, before a turn is taken
+    check_image_store(settings)  # so is an object store that cannot be used
     _log_to_stderr("silica worker")
     options = ServeOptions.make(settings, cwd=Path.cwd(), allow_shell=allow_shell, redis=url)
     get_plugin_manager()  # plugins load now, before the first turn
