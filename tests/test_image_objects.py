@@ -333,3 +333,25 @@ def test_serve_says_at_start_what_to_do_about_the_store(s3, tmp_path):
         "[storage] images (or SILICA_IMAGES)"]
     assert s3.secret not in done.stdout + done.stderr
 
+
+
+def test_the_session_list_counts_every_sessions_images_with_one_listing(s3, daemon):
+    running, srv = daemon
+    srv.script.clear()
+    made = {}
+    with running.client() as http:
+        for n in range(3):
+            sid = http.post("/sessions", json={}).json()["session_id"]
+            uploads = [("images[]", (f"{n}-{i}.png", png((12 + i, 12 + n), (n, i, 9)),
+                                     "image/png")) for i in range(n + 1)]
+            srv.add(text("Seen."))
+            sent = http.post(f"/sessions/{sid}/messages?wait=true", files=uploads,
+                             data={"message": "look"})
+            assert sent.status_code == 200, sent.text
+            made[sid] = n + 1
+        log = s3.folder / "moto.log"
+        before = log.read_text().count("list-type=2")
+        listed = {s["id"]: s["images"] for s in http.get("/sessions").json()["sessions"]}
+        listings = log.read_text().count("list-type=2") - before
+    assert {sid: listed[sid] for sid in made} == made
+    assert listings == 1  # one listing for the whole list, not one per session

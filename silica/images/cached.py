@@ -54,6 +54,13 @@ def check_objects(url: str) -> None:
     _asked(object_store(url).check)
 
 
+def count_sessions_images(url: str) -> dict[str, int]:
+    """``{session: images}`` the object store at ``url`` holds, for every session, from
+    one listing of the whole prefix; ``StoreError`` saying what to do if it cannot say."""
+    store = _asked(lambda: object_store(url))
+    return _asked(lambda: store.counts(frozenset(_TYPES)))
+
+
 def media_type_of(name: str) -> str:
     """The media type an object's extension stands for (``application/octet-stream``)."""
     return _TYPES.get(name.rpartition(".")[2], "application/octet-stream")

@@ -259,7 +259,8 @@ class Routes:
                                           for info, count in zip(found, counts, strict=True)]})
 
     def _count_images(self, found: list) -> list[int]:
-        return [views.count_images(self.home, info.id, self.options.settings) for info in found]
+        return views.count_images_of(self.home, [info.id for info in found],
+                                     self.options.settings)
 
     def _summary(self, info, images: int) -> dict:
         return views.summary(info, images=images, running=self.runner.is_running(info.id))

@@ -202,6 +202,26 @@ class ObjectStore:
 
         return self._call("list the session's images in the object store", listing)
 
+    def counts(self, extensions: frozenset[str]) -> dict[str, int]:
+        """``{session: number of objects}`` for every session under the prefix, from one
+        paginated listing (a request per 1,000 objects, not one per session); only names of
+        ``NAME_PATTERN`` whose extension is in ``extensions`` count."""
+        prefix = f"{self.location.prefix}/" if self.location.prefix else ""
+
+        def listing(client: Any) -> dict[str, int]:
+            found: dict[str, int] = {}
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.location.bucket, Prefix=prefix)
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    session, _, name = item["Key"][len(prefix):].partition("/")
+                    if (SESSION_PATTERN.fullmatch(session) and NAME_PATTERN.fullmatch(name)
+                            and name.rpartition(".")[2] in extensions):
+                        found[session] = found.get(session, 0) + 1
+            return found
+
+        return self._call("list the sessions' images in the object store", listing)
+
     def delete_session(self, session: str) -> int:
         """Remove every object of ``session``; how many there were."""
         names = list(self.names(session))
