@@ -42,6 +42,8 @@ def _app() -> App:
     app.command("silica.cli.mcp:app", name="mcp", help="Serve silica's tools over MCP.")
     app.command("silica.cli.serve:serve", name="serve",
                 help="The agent as a local daemon: HTTP, Socket.IO, SSE and a web page.")
+    app.command("silica.cli.worker:worker", name="worker",
+                help="Run the turns that silica serve --no-worker daemons queue in Redis.")
     app.command("silica.cli.sandbox:sandbox", name="sandbox",
                 help="Which confinement layers work here, and what tools may touch.")
     app.command("silica.cli.resident:app", name="resident",

@@ -30,6 +30,7 @@ def serve(
     token: str | None = None,
     no_token: Annotated[bool, Parameter(name="--no-token", negative="")] = False,
     redis: str | None = None,
+    no_worker: Annotated[bool, Parameter(name="--no-worker", negative="")] = False,
     open: Annotated[bool, Parameter(name="--open", negative="")] = False,  # noqa: A002
     allow_shell: AllowShell = False,
 ):
@@ -60,6 +61,9 @@ def serve(
         A redis:// URL: share events with other silica serve processes (default:
         $SILICA_SERVE_REDIS, else [serve] redis). Put a password in the variable or the
         config, not on the command line.
+    no_worker
+        Run no turns here: queue each in Redis for silica worker processes, and stream
+        their events (needs --redis).
     open
         Open the page in a browser once listening.
     """
@@ -92,7 +96,11 @@ def serve(
     redis = _redis(redis)
     _log_to_stderr()
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
-                                allow_shell=allow_shell, redis=redis)
+                                allow_shell=allow_shell, redis=redis, no_worker=no_worker)
+    if no_worker and not options.redis:
+        fail("--no-worker queues turns in Redis for silica worker processes: give --redis "
+             f"URL (or ${REDIS_VAR}, or [serve] redis in config.toml), or leave out "
+             "--no-worker to run turns in this daemon", 2)
     if options.redis:
         require("redis")
     if token and len(token) < SHORT:
@@ -146,7 +154,7 @@ def _open(url: str) -> None:
         warn(f"could not open a browser ({exc}); open {url} yourself")
 
 
-def _log_to_stderr() -> None:
+def _log_to_stderr(name: str = "silica serve") -> None:
     handler = logging.StreamHandler(sys.stderr)  # log lines may quote a client's input
-    handler.setFormatter(SafeLogFormatter("silica serve: %(levelname)s: %(message)s"))
+    handler.setFormatter(SafeLogFormatter(f"{name}: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)

@@ -127,6 +127,7 @@ class ServeApp:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any):
         await self.bus.start()
+        await self.runner.start()
         await asyncio.to_thread(_warm_up, self.options)
         try:
             yield
@@ -310,7 +311,7 @@ class Routes:
             raise no_session(sid)
         body = await _json_body(request, ("action", "content"), example=ANSWER_EXAMPLE,
                                 what="an answer", optional=False)
-        answer = self.runner.asking.answer(sid, request.path_params["eid"], body)
+        answer = await self.runner.asking.reach(sid, request.path_params["eid"], body)
         return JSONResponse({"id": request.path_params["eid"], "action": answer.action})
 
     # -- MCP Apps (silica.serve.apps) --------------------------------------------------------
@@ -336,7 +337,7 @@ class Routes:
         body = await _json_body(request, ("decision",), example=DECISION_EXAMPLE,
                                 what="an answer", optional=False)
         decision = read_answer(body)
-        self.runner.approvals.answer(sid, request.path_params["aid"], decision)
+        await self.runner.approvals.reach(sid, request.path_params["aid"], decision)
         return JSONResponse({"id": request.path_params["aid"], "decision": decision})
 
     # -- the AI SDK UI message stream ------------------------------------------------------

@@ -3,6 +3,7 @@
     approvals = Approvals(home, timeout=settings.serve.approval_timeout)
     agent.approve = approvals.approver(pump, session_id, turn_id, number)  # for one turn
     approvals.answer(session_id, approval_id, "once")     # POST .../approvals/{id}
+    await approvals.reach(session_id, approval_id, "once")  # the same, wherever it is open
     approvals.end_turn(turn_id)                           # a turn that ends: deny its own
 
 The approver publishes ``approval`` ``{turn_id, call_id, id, command, pattern, timeout}`` on
@@ -40,6 +41,7 @@ from silica.agent.loop import Approve, current_call
 from silica.serve.errors import ApiError
 from silica.serve.events import Pump
 from silica.serve.records import Records
+from silica.serve.relay import Relay
 from silica.tools.shell import allowed_by, always_pattern
 
 Decision = Literal["once", "always", "deny"]
@@ -100,6 +102,7 @@ class Approvals:
         self.patterns: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.kept = Records(home, FILE_NAME,
                             finished=lambda item: item.get("decision") in DECISIONS)
+        self.relay: Relay | None = None  # with Redis: answers given at other daemons
 
     def approver(self, pump: Pump, session_id: str, turn_id: str, turn: int) -> Approve:
         """The shell tool's ``approve`` for turn ``turn`` (``turn_id``) of the session: True
@@ -128,6 +131,8 @@ class Approvals:
         if sum(1 for o in self.open.values() if o.session_id == session_id) >= self.limit:
             return False
         self.open[pending.id] = pending
+        if self.relay is not None:
+            self.relay.opened(pending.id, session_id, self.timeout)
         pump.put("approval", pending.shown())
         decision: Decision = "deny"
         reason = "turn ended"
@@ -138,6 +143,8 @@ class Approvals:
             reason = "timeout"
         finally:  # answered, timed out, or the call (its turn) went away: denied
             del self.open[pending.id]
+            if self.relay is not None:
+                self.relay.closed(pending.id)
             self.finished[pending.id] = (session_id, reason)
             if len(self.finished) > 10_000:
                 del self.finished[next(iter(self.finished))]
@@ -146,6 +153,15 @@ class Approvals:
             pump.put("approval_done", done)
             self.kept.add(session_id, {"turn": pending.turn, **pending.shown(), **done})
         return decision != "deny"
+
+    async def reach(self, session_id: str, approval_id: str, decision: str) -> None:
+        """``answer``, where the approval is open: here, or (through ``relay``) in the
+        process whose turn asked; the same errors."""
+        if self.relay is not None and approval_id not in self.open \
+                and await self.relay.forward("approval", session_id, approval_id,
+                                             {"decision": decision}) is not None:
+            return
+        self.answer(session_id, approval_id, decision)
 
     def answer(self, session_id: str, approval_id: str, decision: str) -> None:
         """Answer the open approval ``approval_id`` of the session; ``ApiError``: 404

@@ -3,6 +3,7 @@
     asking = Elicitations(home, timeout=settings.mcp.elicitation_timeout)
     agent.elicit = asking.asker(pump, session_id, turn_id, number)   # for one turn
     asking.answer(session_id, request_id, body)               # POST .../elicitations/{id}
+    await asking.reach(session_id, request_id, body)          # the same, wherever it is open
     asking.end_turn(turn_id)                                  # a stopped turn: cancel its own
 
 The asker publishes ``elicitation`` ``{turn_id, id, source, message, schema}`` on the
@@ -35,6 +36,7 @@ from silica.mcp.elicit import ElicitationError, check_answer, check_request
 from silica.serve.errors import ApiError
 from silica.serve.events import Pump
 from silica.serve.records import Records
+from silica.serve.relay import Relay
 
 log = logging.getLogger("silica.serve")
 
@@ -66,6 +68,7 @@ class Elicitations:
         self.finished: dict[str, str] = {}  # id -> session, of requests answered here
         self.kept = Records(home, FILE_NAME,
                             finished=lambda item: item.get("action") in ACTIONS)
+        self.relay: Relay | None = None  # with Redis: answers given at other daemons
 
     def asker(self, pump: Pump, session_id: str, turn_id: str, turn: int) -> Asker:
         """The ``Asker`` of turn ``turn`` (``turn_id``) of the session: its requests are
@@ -90,6 +93,8 @@ class Elicitations:
             and request.id not in self.finished else secrets.token_hex(8)
         pending.request = dataclasses.replace(checked, id=eid)
         self.open[eid] = pending
+        if self.relay is not None:
+            self.relay.opened(eid, session_id, self.timeout)
         pump.put("elicitation", {"turn_id": turn_id, **_shown(pending.request)})
         answer = Answer("cancel", reason="the tool stopped waiting (its turn was stopped, "
                         "or its own time ran out)")
@@ -99,6 +104,8 @@ class Elicitations:
             answer = Answer("decline", reason=f"nobody answered within {self.timeout:g} s")
         finally:  # answered, timed out, or the tool (its turn) went away: cancelled
             del self.open[eid]
+            if self.relay is not None:
+                self.relay.closed(eid)
             self.finished[eid] = session_id
             if len(self.finished) > 10_000:
                 del self.finished[next(iter(self.finished))]
@@ -108,6 +115,15 @@ class Elicitations:
                 "turn_id": turn_id, "turn": pending.turn, **_shown(pending.request),
                 "action": answer.action, "reason": answer.reason})
         return answer
+
+    async def reach(self, session_id: str, eid: str, body: dict) -> Answer:
+        """``answer``, where the request is open: here, or (through ``relay``) in the
+        process whose turn asked; the same errors."""
+        if self.relay is not None and eid not in self.open:
+            done = await self.relay.forward("elicitation", session_id, eid, body)
+            if done is not None:
+                return Answer(cast(Action, done.get("action", "cancel")))
+        return self.answer(session_id, eid, body)
 
     def answer(self, session_id: str, eid: str, body: dict) -> Answer:
         """Answer the open request ``eid`` of the session with ``body`` (``{"action",

@@ -52,11 +52,12 @@ class ServeOptions:
     workspaces: tuple[Path, ...]
     default_workspace: Path
     redis: str | None = None
+    no_worker: bool = False  # a front: turns go to the queue for silica worker processes
 
     @classmethod
     def make(cls, settings: Settings, *, home: Path | None = None, cwd: Path | None = None,
              token: str | None = None, host: str = "127.0.0.1", allow_shell: bool = False,
-             redis: str | None = None) -> ServeOptions:
+             redis: str | None = None, no_worker: bool = False) -> ServeOptions:
         """Options for a daemon started in ``cwd`` (default: the current directory).
         ``allow_shell``: offer the shell tool and let every command run (nobody is there to
         ask); without it, ``[shell] enabled`` offers it and only ``[shell] allow`` runs."""
@@ -70,4 +71,4 @@ class ServeOptions:
         return cls(settings=settings, home=home or silica_home(), token=token or None,
                    loopback=is_loopback(host), workspaces=roots,
                    default_workspace=default_workspace(roots, started),
-                   redis=redis or settings.serve.redis)
+                   redis=redis or settings.serve.redis, no_worker=no_worker)

@@ -271,7 +271,7 @@ class Events(socketio.AsyncNamespace):
                               "answering its requests")
         body = {k: v for k, v in data.items() if k not in ("session_id", "id")}
         try:
-            answer = self.asking.answer(session_id, data["id"], body)
+            answer = await self.asking.reach(session_id, data["id"], body)
         except ApiError as exc:
             return error_body(exc.code, exc.message, **exc.extra)
         return {"ok": True, "id": data["id"], "action": answer.action}
@@ -288,7 +288,7 @@ class Events(socketio.AsyncNamespace):
         try:
             decision = read_answer({k: v for k, v in data.items()
                                     if k not in ("session_id", "id")})
-            self.approvals.answer(session_id, data["id"], decision)
+            await self.approvals.reach(session_id, data["id"], decision)
         except ApiError as exc:
             return error_body(exc.code, exc.message, **exc.extra)
         return {"ok": True, "id": data["id"], "decision": decision}

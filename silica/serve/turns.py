@@ -30,11 +30,14 @@ import collections
 import contextlib
 import hashlib
 import logging
+import os
 import re
 import secrets
+import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from silica.agent.loop import Agent, TurnLimitReached
 from silica.agent.profiles import UnknownAgent
@@ -44,7 +47,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
 from silica.images.store import StoreError, image_file
 from silica.providers.base import ProviderError
-from silica.serve.approvals import Approvals
+from silica.serve.approvals import Approvals, read_answer
 from silica.serve.asking import Elicitations
 from silica.serve.bodies import BodyBudget
 from silica.serve.bus import EventBus
@@ -55,8 +58,13 @@ from silica.serve.options import ServeOptions
 from silica.serve.uploads import read_message
 from silica.serve.workspaces import check_workspace, session_workspace, write_workspace
 
+if TYPE_CHECKING:  # they need the redis package, which only --redis requires
+    from silica.serve.relay import Answerer
+    from silica.serve.turnqueue import TurnQueue
+
 log = logging.getLogger("silica.serve")
 
+T = TypeVar("T")
 MAX_AGENTS = 64  # sessions whose Agent (provider, toolbox) is kept between turns
 _MODEL = re.compile(r"^[\x21-\x7e]{1,200}$")
 
@@ -95,6 +103,43 @@ class TurnRunner:
         self.bodies = BodyBudget(options.settings.serve.max_body_memory)
         self.asking = Elicitations(self.home, timeout=options.settings.mcp.elicitation_timeout)
         self.approvals = Approvals(self.home, timeout=options.settings.serve.approval_timeout)
+        self.queue: TurnQueue | None = None  # with --redis: the turn queue and leases
+        self.queued: dict[str, Turn] = {}  # a front's turns added to the queue, until their end
+        self._relay_task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        """With ``--redis``: reach the turn queue, and let answers to this daemon's
+        requests come from the other daemons (``silica.serve.relay``). ``SilicaError`` if
+        Redis does not answer."""
+        if not self.options.redis:
+            return
+        from silica.serve.relay import Relay
+        from silica.serve.turnqueue import TurnQueue
+
+        self.queue = await TurnQueue.connect(self.options.redis,
+                                             lease=self.options.settings.worker.lease)
+        relay = Relay(self.queue.client, f"serve-{socket.gethostname()}-{os.getpid()}-"
+                                         f"{secrets.token_hex(3)}")
+        self.asking.relay = self.approvals.relay = relay
+        self._relay_task = asyncio.get_running_loop().create_task(
+            relay.serve(answerer(self.asking, self.approvals)))
+        self.bus.taps.append(self._heard)
+
+    def _heard(self, session_id: str, event: str, data: Any) -> None:
+        """A worker's ``error`` and ``turn_end`` end this front's queued turn."""
+        if event not in ("error", "turn_end") or not isinstance(data, dict):
+            return
+        turn = self.queued.get(str(data.get("turn_id")))
+        if turn is None:
+            return
+        if event == "error":
+            code = str(data.get("code"))
+            turn.failure = ApiError(_STATUS.get(code, 500), code, str(data.get("message")),
+                                    turn_id=turn.turn_id)
+        else:
+            del self.queued[turn.turn_id]
+            turn.outcome = dict(data)
+            turn.done.set()
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -107,13 +152,15 @@ class TurnRunner:
 
     def is_running(self, session_id: str) -> bool:
         """Whether a turn of the session runs now, here or in another process."""
-        return self.running_here(session_id) is not None or busy(session_id, self.home)
+        return self.running_here(session_id) is not None or busy(session_id, self.home) \
+            or (self.queue is not None and self.queue.leased(session_id))
 
     def running_turn(self, session_id: str, last_turn: int) -> int | None:
         """The number of the turn that runs here now (``None``: not known here)."""
         slot = self.running_here(session_id)
         if slot is None:
-            return None
+            leased = self.queue is not None and self.queue.leased(session_id)
+            return last_turn + 1 if leased else None
         return slot.turn.number if slot.turn else last_turn + 1
 
     def create_session(self, *, agent: str | None = None, provider: str | None = None,
@@ -147,7 +194,8 @@ class TurnRunner:
 
     def delete(self, session_id: str) -> None:
         """Remove the session, its images and outputs; 404 unknown, 409 while a turn runs."""
-        if self.running_here(session_id):
+        if self.running_here(session_id) or (self.queue is not None
+                                             and self.queue.leased(session_id)):
             raise turn_running(session_id)
         lock = TurnLock(session_id, self.home)
         try:
@@ -170,23 +218,33 @@ class TurnRunner:
 
     async def begin(self, session_id: str, request: Any, *, doc: dict | None = None) -> Turn:
         """Take a message for the session and start its turn (see the module docstring);
-        ``doc``: the message's JSON, already read from ``request``."""
+        ``doc``: the message's JSON, already read from ``request``. A front (``--redis``
+        with ``--no-worker``) holds the session by its Redis lease instead of its turn lock,
+        and adds the turn to the queue for a worker instead of running it."""
         slot = self._slot(session_id)
         if slot.claimed:
             raise turn_running(session_id)
         slot.claimed = True  # before the first await: a second message gets a 409
+        queue = self.queue if self.options.no_worker else None
+        turn_id = secrets.token_hex(8)
         agent: Agent | None = None
         try:
+            if queue is not None and not await _redis_call(queue, queue.take_lease(
+                    session_id, turn_id)):
+                raise turn_running(session_id)
             agent = await asyncio.to_thread(self._agent, session_id, slot)  # reads a file
-            agent.claim_turn()
-        except SessionBusy:
+            if queue is None:
+                agent.claim_turn()
+        except BaseException as exc:
             slot.claimed = False
-            raise turn_running(session_id) from None
-        except BaseException:
-            slot.claimed = False
+            if queue is not None and not (isinstance(exc, ApiError) and exc.code
+                                          == "turn_running"):
+                await _forget_lease(queue, session_id, turn_id)
+            if isinstance(exc, SessionBusy):
+                raise turn_running(session_id) from None
             raise
         try:
-            await asyncio.to_thread(_catch_up, agent)  # may read the session file again
+            await asyncio.to_thread(catch_up, agent)  # may read the session file again
             incoming = await read_message(request, settings=agent.settings,
                                           limits=agent.info.limits,
                                           stored_images=count_images(self.home, session_id),
@@ -196,18 +254,35 @@ class TurnRunner:
                     incoming.workspace, self.options.workspaces,
                     self.options.default_workspace))
             refs = await asyncio.to_thread(_store_images, agent, incoming.images)
-            turn = Turn(turn_id=secrets.token_hex(8), session_id=session_id,
+            turn = Turn(turn_id=turn_id, session_id=session_id,
                         number=agent.conversation.turn + 1)
-            slot.turn = turn
+            if queue is None:
+                slot.turn = turn
+            else:
+                self.queued[turn_id] = turn
             slot.pump.put("message", {
                 "turn_id": turn.turn_id, "session_id": session_id, "turn": turn.number,
                 "text": incoming.text,
                 "images": [image_item(ref, session_id, name=ref.alt) for ref in refs]})
             await slot.pump.drain()
+            if queue is not None:
+                from silica.serve.turnqueue import Job
+
+                await _redis_call(queue, queue.add(Job(
+                    session_id, turn_id, turn.number, incoming.text,
+                    [ref.model_dump(mode="json") for ref in refs],
+                    str(agent.workspace) if incoming.workspace is not None else None)))
         except BaseException:
-            agent.release_turn()
+            if queue is None:
+                agent.release_turn()
+            else:
+                self.queued.pop(turn_id, None)
+                await _forget_lease(queue, session_id, turn_id)
             slot.claimed, slot.turn = False, None
             raise
+        if queue is not None:
+            slot.claimed = False  # the lease holds the session until the worker's turn_end
+            return turn
         turn.task = asyncio.get_running_loop().create_task(
             self._run(slot, turn, agent, incoming.text, refs))
         self.tasks.add(turn.task)
@@ -231,49 +306,26 @@ class TurnRunner:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=wait)
+        for turn in self.queued.values():  # a worker runs them: they go on without us
+            turn.failure = ApiError(503, "front_stopped", "this daemon stopped; the turn goes "
+                                    "on in a worker: read its end in the session's history")
+            turn.done.set()
+        self.queued.clear()
+        if self._relay_task is not None:
+            self._relay_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._relay_task
+        if self.queue is not None:
+            await self.queue.close()
 
     async def _run(self, slot: Slot, turn: Turn, agent: Agent, text: str,
                    refs: list[ImageRefBlock]) -> None:
-        agent.listen(agent_events(slot.pump, self.bus, turn.session_id, turn.turn_id))
-        # its tools' requests for values are put to whoever watches the session
-        agent.elicit = self.asking.asker(slot.pump, turn.session_id, turn.turn_id,
-                                          turn.number)
-        # and its shell commands outside [shell] allow wait for that person's approval
-        agent.approve = self.approvals.approver(slot.pump, turn.session_id, turn.turn_id,
-                                                turn.number)
-        failure: ApiError | None = None
-        reply_text, stop_reason = "", "error"
-        cancelled = False
-        try:
-            reply_text = await agent.send(text, refs)
-            stop_reason = agent.last_reply.stop_reason if agent.last_reply else ""
-        except asyncio.CancelledError:
-            cancelled, stop_reason = True, "interrupted"
-            failure = ApiError(503, "interrupted", (
-                "silica serve stopped while this turn ran; every tool call in it was "
-                "answered and the session was saved: send the next message to go on"))
-        except Exception as exc:  # every failure is an event; the session stays usable
-            failure = _failure(exc)
-        finally:
-            self.asking.end_turn(turn.turn_id)
-            self.approvals.end_turn(turn.turn_id)
+        async def release() -> None:
             agent.release_turn()
             slot.claimed, slot.turn = False, None
-        usage = agent.usage.model_dump()
-        if failure is not None:
-            turn.failure = ApiError(failure.status, failure.code, failure.message,
-                                    turn_id=turn.turn_id)
-            slot.pump.put("error", {"turn_id": turn.turn_id, "code": failure.code,
-                                    "message": failure.message})
-        turn.outcome = {"turn_id": turn.turn_id, "text": reply_text,
-                        "stop_reason": stop_reason, "usage": usage}
-        slot.pump.put("turn_end", dict(turn.outcome))
-        try:
-            await slot.pump.drain()
-        finally:
-            turn.done.set()
-        if cancelled:
-            raise asyncio.CancelledError
+
+        await run_turn(agent, slot.pump, self.bus, self.asking, self.approvals, turn, text,
+                       refs, release=release)
 
     # -- agents ---------------------------------------------------------------------------
 
@@ -314,7 +366,7 @@ class TurnRunner:
         write_workspace(agent.conversation.id, self.home, folder)
 
 
-def _catch_up(agent: Agent) -> None:
+def catch_up(agent: Agent) -> None:
     try:
         agent.catch_up()
     except SilicaError as exc:
@@ -354,7 +406,7 @@ def _remove(paths: list[Path]) -> None:
             path.unlink()
 
 
-def _failure(exc: Exception) -> ApiError:
+def failure_for(exc: Exception) -> ApiError:
     """What the ``error`` event (and ``?wait=true``) say of a turn that failed."""
     if isinstance(exc, ProviderError):
         return ApiError(502, "provider_error", str(exc))
@@ -370,3 +422,90 @@ def _failure(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", f"the turn failed inside silica "
                     f"({type(exc).__name__}: {exc}); the session was saved up to the failure: "
                     "send the next message to go on")
+
+
+STOPPED = ("{who} stopped while this turn ran; every tool call in it was answered and the "
+           "session was saved: send the next message to go on")
+
+
+async def run_turn(agent: Agent, pump: Pump, bus: EventBus, asking: Elicitations,
+                   approvals: Approvals, turn: Turn, text: str, refs: list[ImageRefBlock], *,
+                   release: Callable[[], Awaitable[None]], who: str = "silica serve") -> None:
+    """Run one turn whose ``message`` event is sent: the agent's events on ``pump``, its
+    requests for values and approvals put to whoever watches the session, then ``error``
+    (when it failed) and ``turn_end``; ``turn`` gets its outcome or failure and is ``done``.
+    ``release`` gives the session back, before ``turn_end`` is sent. Cancelled (``who``
+    stopped): every tool call is answered, the session saved, the turn ends ``interrupted``
+    and the cancellation goes on. The daemon's turns and a worker's run this one body."""
+    agent.listen(agent_events(pump, bus, turn.session_id, turn.turn_id))
+    # its tools' requests for values are put to whoever watches the session
+    agent.elicit = asking.asker(pump, turn.session_id, turn.turn_id, turn.number)
+    # and its shell commands outside [shell] allow wait for that person's approval
+    agent.approve = approvals.approver(pump, turn.session_id, turn.turn_id, turn.number)
+    failure: ApiError | None = None
+    reply_text, stop_reason = "", "error"
+    cancelled = False
+    try:
+        reply_text = await agent.send(text, refs)
+        stop_reason = agent.last_reply.stop_reason if agent.last_reply else ""
+    except asyncio.CancelledError:
+        cancelled, stop_reason = True, "interrupted"
+        failure = ApiError(503, "interrupted", STOPPED.format(who=who))
+    except Exception as exc:  # every failure is an event; the session stays usable
+        failure = failure_for(exc)
+    finally:
+        asking.end_turn(turn.turn_id)
+        approvals.end_turn(turn.turn_id)
+        await release()
+    await end_turn(pump, turn, failure, {"turn_id": turn.turn_id, "text": reply_text,
+                                         "stop_reason": stop_reason,
+                                         "usage": agent.usage.model_dump()})
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+async def end_turn(pump: Pump, turn: Turn, failure: ApiError | None, outcome: dict) -> None:
+    """Send the turn's ``error`` (if it failed) and ``turn_end`` (``outcome``), once they
+    are published mark it ``done``."""
+    if failure is not None:
+        turn.failure = ApiError(failure.status, failure.code, failure.message,
+                                turn_id=turn.turn_id)
+        pump.put("error", {"turn_id": turn.turn_id, "code": failure.code,
+                           "message": failure.message})
+    turn.outcome = outcome
+    pump.put("turn_end", dict(outcome))
+    try:
+        await pump.drain()
+    finally:
+        turn.done.set()
+
+
+_STATUS = {"interrupted": 503, "provider_error": 502, "turn_running": 409}  # of failure_for
+
+
+def answerer(asking: Elicitations, approvals: Approvals) -> Answerer:
+    """What a relay does with an answer forwarded to this process: answer it here."""
+
+    async def answer(kind: str, session_id: str, request_id: str, body: dict) -> dict:
+        if kind == "approval":
+            decision = read_answer(body)
+            approvals.answer(session_id, request_id, decision)
+            return {"ok": True, "decision": decision}
+        given = asking.answer(session_id, request_id, body)
+        return {"ok": True, "action": given.action}
+
+    return answer
+
+
+async def _redis_call(queue: TurnQueue, call: Awaitable[T]) -> T:
+    """``call``, or ``ApiError`` 503 when Redis does not answer."""
+    try:
+        return await call
+    except queue.errors as exc:
+        raise ApiError(503, "redis_unreachable", f"the turn queue (Redis) did not answer "
+                       f"({exc}); try again once it is back") from None
+
+
+async def _forget_lease(queue: TurnQueue, session_id: str, turn_id: str) -> None:
+    with contextlib.suppress(Exception):
+        await queue.drop_lease(session_id, turn_id)

@@ -215,7 +215,7 @@ class UiChat:
             body = parse_chat(doc, runner.home)
             sid = body.session_id
             if body.message is None:
-                return self._answer(request, body)
+                return await self._answer(request, body)
             made = not runner.exists(sid)
             if made:
                 runner.create_session(session_id=sid, **body.options)
@@ -230,12 +230,13 @@ class UiChat:
             turn_log = self.logs.start(sid, turn.turn_id)
         return ui_stream(self.bus, turn_log, base_url=_base(request))
 
-    def _answer(self, request: Request, body: ChatBody) -> Response:
+    async def _answer(self, request: Request, body: ChatBody) -> Response:
         sid = body.session_id
         if not self.runner.exists(sid):
             raise no_session(sid)
         for approval_id, approved in body.approvals:
-            self.runner.approvals.answer(sid, approval_id, "once" if approved else "deny")
+            await self.runner.approvals.reach(sid, approval_id,
+                                              "once" if approved else "deny")
         ids = [approval_id for approval_id, _ in body.approvals]
         turn_log = self.logs.running(sid)
         if turn_log is None:  # the turn runs in another daemon: its clients show the rest
