@@ -86,7 +86,9 @@ def test_an_event_on_an_idle_pump_reaches_the_streams_before_put_returns():
             pump.put("text_delta", {"turn_id": "t1", "text": "done."})
             queued = [one.queue.qsize(), two.queue.qsize()]  # no await since the put
             first, second = await one.next(1), await two.next(1)
-        assert first == second == ("text_delta", {"turn_id": "t1", "text": "done."})
+        assert first == second  # one event, with one id, to both
+        assert first[0] == "text_delta" and first[1]["text"] == "done."
+        assert first[1]["event_id"]
         assert first.encoded(sse_encode) is second.encoded(sse_encode)  # encoded once
         return queued
 

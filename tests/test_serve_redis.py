@@ -209,7 +209,7 @@ def wait_for_log(daemon, words: str) -> None:
         time.sleep(0.1)
 
 
-def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_path):
+def test_redis_going_away_is_logged_the_events_are_kept_and_every_client_gets_them(tmp_path):
     tools_for(tmp_path / "home")
     server = RedisServer(tmp_path / "redis").start()
     try:
@@ -219,7 +219,7 @@ def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_p
                 sid = new_session(a)
 
                 async def turn(reply: str, *listeners) -> list:
-                    """B runs a turn; what B's own SSE client heard of it."""
+                    """B runs a turn; what the listeners heard of it."""
                     srv.add(text(reply))
                     sent = await post(b, sid, "say something", wait="true")
                     assert sent.status_code == 200, sent.text
@@ -227,41 +227,45 @@ def test_redis_going_away_is_logged_the_daemons_keep_serving_and_reconnect(tmp_p
                     return [await listener.until("turn_end") for listener in listeners]
 
                 async def run():
-                    # A's clients stay connected to A all along
-                    async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a:
-                        async with SseReader(b, sid) as sse_b:
-                            await turn("Before.", sse_a, sio_a, sse_b)
+                    # A's clients and one of B's stay connected all along
+                    async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a, \
+                            SseReader(b, sid) as sse_b:
+                        await turn("Before.", sse_a, sio_a, sse_b)
                         await asyncio.to_thread(server.stop)
                         for daemon in (a, b):
                             await asyncio.to_thread(wait_for_log, daemon,
                                                     "lost Redis at redis://127.0.0.1:")
-                        # both still serve HTTP; B's own clients still hear B's turn
+                        # both still serve HTTP, and B still runs a turn
                         for daemon in (a, b):
                             async with daemon.async_client() as http:
                                 listed = await http.get("/sessions")
                             assert listed.status_code == 200
                             assert sid in [s["id"] for s in listed.json()["sessions"]]
-                        async with SseReader(b, sid) as sse_b:
-                            [during_b] = await turn("During.", sse_b)
-                        await asyncio.to_thread(server.start)  # the same port again
+                        await turn("During.")
+                        await asyncio.to_thread(server.start)  # the same port, empty
                         for daemon in (a, b):
                             await asyncio.to_thread(wait_for_log, daemon,
                                                     "is back: events are shared")
-                        await turn("After.", sse_a, sio_a)
-                        return during_b, sse_a.events, sio_a.events
+                        # the turn said while Redis was gone reaches every client, then the next
+                        for listener in (sse_a, sio_a, sse_b):
+                            await listener.until("turn_end")
+                        await turn("After.", sse_a, sio_a, sse_b)
+                        return sse_a.events, sio_a.events, sse_b.events
 
-                during_b, heard_sse_a, heard_sio_a = asyncio.run(run())
-                assert by_name(during_b)["turn_end"]["text"] == "During."
-                # A's clients heard the turns before and after, and nothing of the one
-                # said while Redis was gone
-                for heard in (heard_sse_a, heard_sio_a):
-                    ends = [d["text"] for n, d in heard if n == "turn_end"]
-                    assert ends == ["Before.", "After."]
-                    assert names(heard).count("message") == 2
+                heard = asyncio.run(run())
+                for events in heard:
+                    ends = [d["text"] for n, d in events if n == "turn_end"]
+                    assert ends == ["Before.", "During.", "After."]
+                    assert names(events).count("message") == 3
+                    ids = [d["event_id"] for _, d in events]
+                    assert len(set(ids)) == len(ids)  # none twice
+                assert [d for _, d in heard[0]] == [d for _, d in heard[1]] == \
+                    [d for _, d in heard[2]]  # one order, one id per event, everywhere
                 assert b.stop() == 0 and a.stop() == 0  # a clean stop, Redis bus and all
             for daemon in (a, b):
                 log = daemon.stderr()
                 assert log.count("lost Redis") == 1  # once for the outage, not per event
+                assert log.count("is back:") == 1
                 assert "Traceback" not in log
     finally:
         server.stop()

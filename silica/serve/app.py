@@ -62,7 +62,7 @@ from silica.serve.errors import ApiError, error_response, no_session, response_f
 from silica.serve.options import ServeOptions, check_exposure
 from silica.serve.replay import TurnLogs
 from silica.serve.sio import make_sio
-from silica.serve.sse import event_stream
+from silica.serve.sse import event_stream, resume_point
 from silica.serve.turns import TurnRunner
 from silica.serve.uichat import UiChat
 
@@ -98,7 +98,7 @@ class ServeApp:
     def __init__(self, options: ServeOptions) -> None:
         check_exposure(options.loopback, options.token)  # before anything starts
         self.options = options
-        self.bus: EventBus = make_bus(options.redis)
+        self.bus: EventBus = make_bus(options.redis, options.home)
         self.runner = TurnRunner(options, self.bus)
         self.logs = TurnLogs()
         self.bus.taps.append(self.logs.heard)
@@ -303,7 +303,7 @@ class Routes:
         if not self.runner.exists(sid):
             raise no_session(sid)
         inline = request.query_params.get("inline_images", "").lower() in _TRUE
-        return event_stream(self.bus, sid, inline=inline)
+        return event_stream(self.bus, sid, inline=inline, after=resume_point(request))
 
     async def elicitation(self, request: Request) -> Response:
         sid = self._sid(request)
@@ -346,7 +346,7 @@ class Routes:
         return await self.ui.post(request)
 
     async def ui_resume(self, request: Request) -> Response:
-        return self.ui.resume(self._sid(request), request)
+        return await self.ui.resume(self._sid(request), request)
 
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]

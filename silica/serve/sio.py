@@ -1,16 +1,19 @@
 """The Socket.IO transport: namespace ``/events`` on path ``/socket.io``.
 
 A client connects (with ``auth={"token": T}``, or the ``Authorization`` header or the cookie,
-when the daemon has a token), then emits ``join`` ``{"session_id", "inline_images"?: bool}``
-and gets the ack ``{"ok": true}`` or ``{"error": {"code", "message"}}``. A joined client is in
-room ``session:{sid}`` and in ``session:{sid}:refs`` or ``session:{sid}:inline`` (see
-``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it out. A joined client may
-answer a tool's request for values with ``elicitation_answer`` ``{"session_id", "id",
-"action", "content"}`` (as ``POST /sessions/{sid}/elicitations/{id}``); the ack is ``{"ok":
-true, "id", "action"}`` or the error the route would send. It may approve a shell command
-with ``approval_answer`` ``{"session_id", "id", "decision"}`` (as ``POST
-/sessions/{sid}/approvals/{id}``); the ack is ``{"ok": true, "id", "decision"}`` or the
-route's error. A refused connect gets a
+when the daemon has a token), then emits ``join`` ``{"session_id", "inline_images"?: bool,
+"after"?: "<event id>"}`` and gets the ack ``{"ok": true}`` or ``{"error": {"code",
+"message"}}``. Each event's data carries its id as ``event_id``; a client that joins again
+with ``after`` (on this daemon or another sharing its Redis) first gets the events after that
+id, or a ``reset`` when they are no longer kept, then the live ones, none twice. A joined
+client is in room ``session:{sid}`` and in ``session:{sid}:refs`` or
+``session:{sid}:inline`` (see ``silica.serve.bus``). ``leave`` ``{"session_id"}`` takes it
+out. A joined client may answer a tool's request for values with ``elicitation_answer``
+``{"session_id", "id", "action", "content"}`` (as ``POST
+/sessions/{sid}/elicitations/{id}``); the ack is ``{"ok": true, "id", "action"}`` or the
+error the route would send. It may approve a shell command with ``approval_answer``
+``{"session_id", "id", "decision"}`` (as ``POST /sessions/{sid}/approvals/{id}``); the ack
+is ``{"ok": true, "id", "decision"}`` or the route's error. A refused connect gets a
 ``connect_error`` with the message and the data ``{"code", "message"}``.
 
 Before the token is checked a client costs little and not for long: at most ``[serve]
@@ -41,6 +44,7 @@ from silica.serve.auth import cookie_token, host_allowed, origin_allowed, token_
 from silica.serve.bodies import JSON
 from silica.serve.bus import NAMESPACE, EventBus, room
 from silica.serve.errors import ApiError, error_body
+from silica.serve.eventlog import parse_id
 from silica.serve.options import ServeOptions
 
 log = logging.getLogger("silica.serve")
@@ -58,10 +62,10 @@ def make_sio(options: ServeOptions, bus: EventBus, asking: Elicitations | None =
                               options.settings.serve.cors_origins)
 
     serve = options.settings.serve
-    sio = Server(async_mode="asgi", client_manager=bus.client_manager() or LocalManager(),
+    sio = Server(async_mode="asgi", client_manager=LocalManager(),
                  cors_allowed_origins=allowed, logger=False, engineio_logger=OneLine(log),
                  max_pending=serve.max_pending_socketio, timeout=serve.header_timeout)
-    sio.register_namespace(Events(options, asking, approvals))
+    sio.register_namespace(Events(options, bus, asking, approvals))
     bus.attach(sio)
     return sio
 
@@ -206,10 +210,10 @@ def _spawn(coro: Any) -> None:
 class Events(socketio.AsyncNamespace):
     """Handlers of the ``/events`` namespace."""
 
-    def __init__(self, options: ServeOptions, asking: Elicitations | None = None,
+    def __init__(self, options: ServeOptions, bus: EventBus, asking: Elicitations | None = None,
                  approvals: Approvals | None = None) -> None:
         super().__init__(NAMESPACE)
-        self.options, self.asking, self.approvals = options, asking, approvals
+        self.options, self.bus, self.asking, self.approvals = options, bus, asking, approvals
         self.exists: Callable[[str], bool] = self._exists
 
     async def on_connect(self, sid: str, environ: dict, auth: Any = None) -> None:
@@ -241,6 +245,12 @@ class Events(socketio.AsyncNamespace):
         inline = data.get("inline_images", False)
         if not isinstance(inline, bool):
             return error_body("invalid_join", '"inline_images" must be true or false')
+        after = data.get("after")
+        if after is not None:
+            after = parse_id(after)
+            if after is None:
+                return error_body("invalid_event_id", '"after" must be an event id as the '
+                                  'events carry it in "event_id", like "1764230000000-0"')
         try:
             known = self.exists(session_id)
         except SessionError as exc:
@@ -249,8 +259,7 @@ class Events(socketio.AsyncNamespace):
             return error_body("no_session", f"there is no session {session_id}; GET "
                               "/sessions lists them")
         await self.leave_session(sid, session_id)
-        await self.enter_room(sid, room(session_id))
-        await self.enter_room(sid, room(session_id, "inline" if inline else "refs"))
+        await self.bus.join(sid, session_id, inline=inline, after=after)
         return {"ok": True, "session_id": session_id, "inline_images": inline}
 
     async def on_leave(self, sid: str, data: Any = None) -> dict:

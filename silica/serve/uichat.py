@@ -4,7 +4,7 @@
 
     chat = UiChat(runner, bus, logs)
     response = await chat.post(request)          # a turn's UI message stream
-    response = chat.resume(session_id, request)  # 204 when no turn runs here
+    response = await chat.resume(session_id, request)  # 204 when no turn runs
 
 The body is ``{"id", "messages", "trigger", "messageId"}``, and for a session that does not
 exist yet optionally ``"agent"``, ``"provider"``, ``"model"`` (as ``POST /sessions``); a
@@ -41,11 +41,12 @@ from starlette.responses import Response
 
 from silica.agent.sessions import SessionError, session_path
 from silica.security.text import safe_text
-from silica.serve.bus import EventBus
+from silica.serve.bus import EventBus, turn_start
 from silica.serve.errors import ApiError, no_session
+from silica.serve.eventlog import before
 from silica.serve.replay import TurnLogs
 from silica.serve.turns import TurnRunner
-from silica.serve.uistream import answered_stream, ui_stream
+from silica.serve.uistream import answered_stream, stream_from, ui_stream
 from silica.serve.uploads import UploadRefused, data_url, json_body, json_cap
 
 MAX_PARTS = 5000  # parts of every message of a body together
@@ -246,13 +247,19 @@ class UiChat:
         return ui_stream(self.bus, turn_log, base_url=_base(request), start=start,
                          answered=ids)
 
-    def resume(self, session_id: str, request: Request) -> Response:
-        """The running turn's stream from its start; 204 when none runs here."""
+    async def resume(self, session_id: str, request: Request) -> Response:
+        """The running turn's stream from its start, wherever it runs (read from the
+        session's events when not here); 204 when none runs."""
         if not self.runner.exists(session_id):
             raise no_session(session_id)
         turn_log = self.logs.running(session_id)
         if turn_log is None:
-            return Response(status_code=204)
+            found = await turn_start(self.bus, session_id)
+            if found is None:
+                return Response(status_code=204)
+            key, turn_id = found
+            return stream_from(self.bus, session_id, turn_id, before(key),
+                               base_url=_base(request))
         if turn_log.overflowed:
             raise ApiError(409, "turn_too_long", "the running turn has said more than silica "
                            "keeps to replay; wait for it to end and read GET "

@@ -54,6 +54,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 
 from silica.serve.bus import Event, EventBus
+from silica.serve.eventlog import Key
 from silica.serve.replay import TurnLog
 
 PING_EVERY = 15.0
@@ -278,6 +279,14 @@ def ui_stream(bus: EventBus, turn_log: TurnLog, *, base_url: str, start: int = 0
                              headers=HEADERS)
 
 
+def stream_from(bus: EventBus, session_id: str, turn_id: str, after: Key, *,
+                base_url: str) -> StreamingResponse:
+    """The turn ``turn_id`` as a UI message stream, read from the session's events after the
+    id ``after`` (the one before its ``message``): a turn run by another daemon or worker."""
+    return StreamingResponse(_kept_chunks(bus, session_id, turn_id, after, base_url),
+                             headers=HEADERS)
+
+
 def answered_stream() -> StreamingResponse:
     """A stream that only says the answer was taken (the turn is not followed here)."""
 
@@ -343,5 +352,47 @@ async def _chunks(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
                 after = turn_log.after("approval", "id", data.get("id"))
                 if after is not None:
                     turn_log.paused_at = max(turn_log.paused_at, after)
+                yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
+                return
+
+
+async def _kept_chunks(bus: EventBus, session_id: str, turn_id: str, after: Key,
+                       base_url: str) -> AsyncIterator[bytes]:
+    chunks = TurnChunks(turn_id, base_url=base_url)
+    async with bus.subscribe(session_id, after=after) as live:
+        shown: list[Chunk] = []
+        for event, data in live.ready():  # what the turn said so far
+            if event == "reset":
+                shown.append({"type": "error", "errorText": (
+                    "the turn's first events are no longer kept; read GET "
+                    f"/sessions/{session_id}/history")})
+                break
+            shown += chunks.feed(event, data)
+        if shown:
+            yield b"".join(encode(chunk) for chunk in shown)
+        if chunks.ended or (shown and shown[-1]["type"] == "error" and not chunks.started):
+            yield DONE
+            return
+        if chunks.waiting:
+            yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
+            return
+        while True:
+            try:
+                item = await live.next(PING_EVERY)
+            except StopAsyncIteration:
+                yield encode({"type": "error", "errorText": (
+                    "the stream ended before the turn did (the client fell behind, or the "
+                    "daemon is stopping); GET /api/chat/{id}/stream resumes it")}) + DONE
+                return
+            if item is None:
+                yield b": ping\n\n"
+                continue
+            made = chunks.feed(*item)
+            if made:
+                yield b"".join(encode(chunk) for chunk in made)
+            if chunks.ended:
+                yield DONE
+                return
+            if item[0] == "approval" and chunks.waiting:
                 yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
                 return
