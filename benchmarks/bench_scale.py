@@ -192,10 +192,8 @@ def engines(root: Path):
     pg = s3 = None
     try:
         pg = PgServer(root / "pg").start()
-        s3 = S3Server(root / "s3").start()
-        s3.create_bucket(BUCKET)
-        yield redis, {"SILICA_DATABASE": pg.url, **s3.env,
-                      "SILICA_IMAGES": f"s3://{BUCKET}/{PREFIX}"}
+        s3 = S3Server(root / "s3", bucket=BUCKET, prefix=PREFIX).start()
+        yield redis, {"SILICA_DATABASE": pg.url, **s3.env, "SILICA_IMAGES": s3.url}
     finally:
         for server in (s3, pg, redis):
             if server is not None:
