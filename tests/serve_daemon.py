@@ -289,16 +289,18 @@ class SseReader:
 class SioListener:
     """A Socket.IO client (python-socketio's ``AsyncClient``) joined to a session: every
     event it gets lands in ``events``; ``until(name)`` waits for the first ``name`` not yet
-    waited for. ``joined`` is the join's ack."""
+    waited for. ``joined`` is the join's ack; ``after``: join with it (resume after that id)."""
 
     EVENTS = ("message", "text_delta", "tool_call", "tool_result", "tool_note", "image",
-              "turn_end", "error")
+              "turn_end", "error", "reset")
 
     def __init__(self, daemon: Daemon, session_id: str | None, *, inline: bool = False,
-                 auth: Any = None, transports: list[str] | None = None) -> None:
+                 auth: Any = None, transports: list[str] | None = None,
+                 after: str | None = None) -> None:
         import socketio
 
         self.daemon, self.session_id, self.inline = daemon, session_id, inline
+        self.after = after  # joins with it: the events after this id first
         self.auth = auth if auth is not None else (
             {"token": daemon.token} if daemon.token else None)
         self.transports = transports or ["websocket"]
@@ -324,9 +326,11 @@ class SioListener:
         return self
 
     async def join(self, session_id: str) -> Any:
-        return await self.client.call("join", {"session_id": session_id,
-                                               "inline_images": self.inline},
-                                      namespace="/events", timeout=EVENT_TIMEOUT)
+        body: dict[str, Any] = {"session_id": session_id, "inline_images": self.inline}
+        if self.after is not None:
+            body["after"] = self.after
+        return await self.client.call("join", body, namespace="/events",
+                                      timeout=EVENT_TIMEOUT)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.client.disconnect()

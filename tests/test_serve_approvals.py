@@ -151,7 +151,8 @@ def test_run_once_runs_it_and_wrong_answers_are_refused(daemon, model, workspace
             assert heard == asked
             [call] = named(before, "tool_call")
             assert asked == {"turn_id": posted.json()["turn_id"], "call_id": call["call_id"],
-                             "id": asked["id"], "command": "touch once.txt && echo made",
+                             "id": asked["id"], "event_id": asked["event_id"],
+                             "command": "touch once.txt && echo made",
                              "pattern": "touch * && echo *", "timeout": 300}
             assert not (workspace / "once.txt").exists()  # it waits
             url = f"/sessions/{sid}/approvals/{asked['id']}"
@@ -166,7 +167,8 @@ def test_run_once_runs_it_and_wrong_answers_are_refused(daemon, model, workspace
             assert unknown.status_code == 404
             assert unknown.json()["error"]["code"] == "no_approval"
             listed = (await http.get(f"/sessions/{sid}/history")).json()["approvals"]
-            assert listed == [{"turn": 1, **asked, "decision": None, "reason": ""}]
+            shown = {k: v for k, v in asked.items() if k != "event_id"}  # the event's own
+            assert listed == [{"turn": 1, **shown, "decision": None, "reason": ""}]
 
             good = await http.post(url, json={"decision": "once"})
             assert good.status_code == 200, good.text
@@ -174,7 +176,8 @@ def test_run_once_runs_it_and_wrong_answers_are_refused(daemon, model, workspace
             [*_, (_, done)] = await sse.until("approval_done")
             [*_, (_, done_sio)] = await sio.until("approval_done")
             assert done == done_sio == {"turn_id": asked["turn_id"], "id": asked["id"],
-                                        "decision": "once", "reason": "answered"}
+                                        "decision": "once", "reason": "answered",
+                                        "event_id": done["event_id"]}
             events = await sse.until("turn_end")
             again = await http.post(url, json={"decision": "deny"})
             assert again.status_code == 409
@@ -187,6 +190,7 @@ def test_run_once_runs_it_and_wrong_answers_are_refused(daemon, model, workspace
     assert not result["is_error"] and "made" in result["text"]
     assert (workspace / "once.txt").exists()
     [saved] = history["approvals"]
+    del asked["event_id"]  # the event's, not the approval's
     assert saved == {"turn": 1, **asked, "decision": "once", "reason": "answered"}
 
 
@@ -335,7 +339,7 @@ def test_nobody_answering_denies_at_the_timeout_and_a_late_answer_is_gone(model,
     assert asked["timeout"] == 1
     [done] = named(events, "approval_done")
     assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "decision": "deny",
-                    "reason": "timeout"}
+                    "reason": "timeout", "event_id": done["event_id"]}
     assert results_of(events)[0]["is_error"]
     assert not (tmp_path / "late.txt").exists()
     assert late.status_code == 404 and late.json()["error"]["code"] == "approval_gone"
@@ -406,7 +410,7 @@ def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_t
     finally:
         server.stop()
     assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "decision": "once",
-                    "reason": "answered"}
+                    "reason": "answered", "event_id": done["event_id"]}
     assert not results_of(events)[0]["is_error"]
     assert (tmp_path / "over-redis.txt").exists()
 

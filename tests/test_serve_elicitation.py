@@ -439,7 +439,7 @@ def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_p
     finally:
         server.stop()
     assert done == {"turn_id": asked["turn_id"], "id": asked["id"], "action": "accept",
-                    "reason": ""}
+                    "reason": "", "event_id": done["event_id"]}
     assert answers_of(events)[0]["content"]["name"] == "Bo"
 
 

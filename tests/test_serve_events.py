@@ -189,6 +189,62 @@ def test_clients_leaving_mid_turn_hurt_neither_the_turn_nor_the_daemon(daemon, s
     assert asyncio.run(post(daemon, sid, "next", wait="true"))["text"] == "Still here."
 
 
+def test_one_daemon_without_redis_resumes_a_client_from_its_last_event(daemon, srv, tmp_path):
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(daemon)
+
+    async def run():
+        async with SseReader(daemon, sid) as stayed:
+            async with SseReader(daemon, sid) as sse, SioListener(daemon, sid) as sio:
+                await post(daemon, sid, "open the gate")
+                had_sse = await sse.until("message")
+                had_sio = await sio.until("message")
+            await stayed.until("tool_call")  # both are gone while these happen
+            resume = {**daemon.headers, "Last-Event-ID": had_sse[-1][1]["event_id"]}
+            async with SseReader(daemon, sid, headers=resume) as sse, \
+                    SioListener(daemon, sid, after=had_sio[-1][1]["event_id"]) as sio:
+                gate.write_text("go")
+                rest_sse, rest_sio = await sse.until("turn_end"), await sio.until("turn_end")
+            await stayed.until("turn_end")
+            return had_sse + rest_sse, had_sio + rest_sio, stayed.events
+
+    by_sse, by_sio, stayed = asyncio.run(run())
+    assert by_sse == by_sio == stayed  # every event once, in order, with its id
+    names = [name for name, _ in stayed]
+    assert names[0] == "message" and names[-1] == "turn_end"
+    assert names.count("tool_call") == names.count("tool_result") == 1
+    assert len({data["event_id"] for _, data in stayed}) == len(stayed)
+
+
+def test_an_id_the_daemon_no_longer_keeps_gets_a_reset(daemon, srv):
+    srv.add(text("x" * 2100, chunks=["x"] * 2100))  # more events than a session's window
+    sid = new_session(daemon)
+
+    async def run():
+        async with SseReader(daemon, sid) as sse:
+            await post(daemon, sid, "say x many times")
+            events = await sse.until("turn_end")
+        first = events[0][1]["event_id"]
+        async with SseReader(daemon, sid, headers={**daemon.headers,
+                                                    "Last-Event-ID": first}) as again, \
+                SioListener(daemon, sid, after=first) as sio:
+            return events, await again.next(), await sio.until("reset")
+
+    events, (name, data), by_sio = asyncio.run(run())
+    assert name == "reset" and f"GET /sessions/{sid}/history" in data["message"]
+    assert data["event_id"] == events[-1][1]["event_id"]
+    assert [name for name, _ in by_sio] == ["reset"]
+
+
+def test_an_event_id_that_is_not_one_is_refused_with_what_to_send(daemon):
+    sid = new_session(daemon)
+    with daemon.client() as http:
+        refused = http.get(f"/sessions/{sid}/events", headers={"Last-Event-ID": "9" * 300})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_event_id"
+
+
 def test_a_client_that_goes_away_mid_upload_leaves_the_session_free(daemon, srv):
     import socket
 

@@ -8,12 +8,16 @@ what a person does in the browser and checks what they would see.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +29,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from playwright.sync_api import Page, expect
 from serve_daemon import daemon_env as serve_env
-from serve_daemon import start_daemon
+from serve_daemon import gate_tool, start_daemon
 from wire import WireServer, anthropic_server, error, text, tool_call, trickle
 
 # the first call of a tool builds its environment with uv: allow for it
@@ -72,6 +76,7 @@ def home(tmp_path_factory):
     """)
     script_tool(home / "tools", "picture.py", simple_spec("picture", label="string"), body=body)
     script_tool(home / "tools", "words.py", simple_spec("words"), body='print("only words")')
+    gate_tool(home / "tools")
     script_tool(home / "tools", "snap.py", simple_spec("snap"), body=f"""
         import json
         print(json.dumps({{"media_type": "image/png", "base64": {data!r}}}))
@@ -613,3 +618,97 @@ def test_markdown_of_any_text_makes_no_markup_that_runs(page, source):
                 assert not re.match(r"\s*(javascript|vbscript|file):", value, re.I), value
                 assert not value.lower().startswith("data:") or \
                     value.lower().startswith("data:image/"), value
+
+
+class Cuttable:
+    """A TCP relay to the daemon that a test can cut (every connection closed, new ones
+    refused) and let through again: a network that drops, as a browser meets it."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.open = True
+        self.sockets: list[socket.socket] = []
+        self.heads: list[str] = []  # what each request said before its body, as sent
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.sockets += [client, upstream]
+            for one, other in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(one, other, one is client),
+                                 daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, asks: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if asks:
+                    self.heads.append(data.split(b"\r\n\r\n")[0].decode("latin-1"))
+                sink.sendall(data)
+        except OSError:
+            pass
+        for one in (source, sink):
+            with contextlib.suppress(OSError):
+                one.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.open = False
+        with self.lock:
+            for one in self.sockets:
+                with contextlib.suppress(OSError):
+                    one.shutdown(socket.SHUT_RDWR)
+            self.sockets.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()
+
+
+def test_the_page_resumes_after_its_last_event_when_its_connection_drops(browser, daemon,
+                                                                        model, tmp_path):
+    model.script.clear()
+    gate = tmp_path / "open"
+    model.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    relay = Cuttable(daemon.port)
+    context = browser.new_context(base_url=relay.url, viewport=DESKTOP)
+    try:
+        tab = context.new_page()
+        asked: list[str] = []
+        tab.on("request", lambda r: asked.append(r.url))
+        tab.goto(f"/?token={TOKEN}")
+        new_session(tab)
+        send(tab, "open the gate")
+        expect(tab.locator("details.tool")).to_have_count(1)  # the turn waits at the gate
+        sid = tab.evaluate("decodeURIComponent(location.hash.slice(1))")
+        relay.cut()
+        cut_at, heads_at = len(asked), len(relay.heads)
+        gate.write_text("go")  # the turn ends while the page is cut off
+        with daemon.client() as http:
+            deadline = time.monotonic() + 60
+            while http.get(f"/sessions/{sid}/history").json()["turns"][-1]["status"] \
+                    != "complete":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        relay.open = True
+        expect(tab.locator(".msg.assistant")).to_have_text(["Opening.", "Opened."])
+        expect(tab.locator("details.tool")).to_have_count(1)
+        expect(tab.locator(".usage")).to_have_count(1)
+        streams = [head for head in relay.heads[heads_at:]
+                   if head.startswith(f"GET /sessions/{sid}/events")]
+        assert streams, relay.heads[heads_at:]
+        assert re.search(r"(?im)^last-event-id: [0-9]+-[0-9]+\r?$", streams[-1]), streams[-1]
+        assert not [url for url in asked[cut_at:] if url.endswith("/history")]  # no redraw
+    finally:
+        context.close()
+        relay.close()

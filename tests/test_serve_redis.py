@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import redis
 from PIL import Image
 from redis_server import RedisServer
 from serve_daemon import (
@@ -63,7 +65,7 @@ def pair(tmp_path_factory):
         with anthropic_server([]) as srv:
             a, b = two_daemons(root, srv, server.url)
             with a, b:
-                yield {"a": a, "b": b, "srv": srv}
+                yield {"a": a, "b": b, "srv": srv, "url": server.url, "redis": server}
     finally:
         server.stop()
 
@@ -183,6 +185,192 @@ def test_a_session_runs_one_turn_at_a_time_across_daemons(pair, tmp_path):
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "turn_running"
     assert by_name(events)["turn_end"]["text"] == "Opened."
+
+
+# -- resuming from the last event, on any daemon -------------------------------------------
+
+
+def last_id(events) -> str:
+    return events[-1][1]["event_id"]
+
+
+def test_an_sse_client_moving_from_a_to_b_mid_turn_sees_every_event_once_in_order(pair,
+                                                                                  tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as stayed:
+            async with SseReader(a, sid) as mover:
+                sent = await post(a, sid, "open the gate")
+                assert sent.status_code == 202, sent.text
+                had = await mover.until("message")
+            # the mover is gone: what follows happens without it
+            await stayed.until("tool_call")
+            resume = {**b.headers, "Last-Event-ID": last_id(had)}
+            async with SseReader(b, sid, headers=resume) as moved:
+                gate.write_text("go")
+                rest = await moved.until("turn_end")
+            await stayed.until("turn_end")
+            return had + rest, stayed.events
+
+    moved, stayed = asyncio.run(run())
+    assert moved == stayed  # the same events, with the same ids, in the same order
+    seen = names(stayed)
+    assert seen[0] == "message" and seen[-1] == "turn_end"
+    assert seen.count("tool_call") == 1 and seen.count("tool_result") == 1
+    assert by_name(stayed)["turn_end"]["text"] == "Opened."
+
+
+def test_a_socketio_client_moving_from_a_to_b_mid_turn_sees_every_event_once_in_order(
+        pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(b)
+
+    async def run():
+        async with SioListener(b, sid) as stayed:
+            async with SioListener(a, sid) as mover:
+                sent = await post(a, sid, "open the gate")
+                assert sent.status_code == 202, sent.text
+                had = await mover.until("message")
+            await stayed.until("tool_call")
+            async with SioListener(b, sid, after=last_id(had)) as moved:
+                assert moved.joined["ok"] is True, moved.joined
+                gate.write_text("go")
+                rest = await moved.until("turn_end")
+            await stayed.until("turn_end")
+            return had + rest, stayed.events
+
+    moved, stayed = asyncio.run(run())
+    assert moved == stayed
+    assert names(stayed).count("tool_result") == 1
+    assert by_name(stayed)["turn_end"]["text"] == "Opened."
+
+
+def test_the_ai_sdk_resume_route_on_b_streams_a_turn_running_on_a(pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as watch:
+            sent = await post(a, sid, "open the gate")
+            assert sent.status_code == 202, sent.text
+            await watch.until("tool_call")
+            async with b.async_client() as http, \
+                    http.stream("GET", f"/api/chat/{sid}/stream") as resumed:
+                assert resumed.status_code == 200
+                gate.write_text("go")
+                lines = [line async for line in resumed.aiter_lines()]
+            await watch.until("turn_end")
+            return lines, watch.events
+
+    lines, events = asyncio.run(run())
+    chunks = [json.loads(line[6:]) for line in lines
+              if line.startswith("data: {")]
+    kinds = [chunk["type"] for chunk in chunks]
+    turn_id = by_name(events)["message"]["turn_id"]
+    assert kinds[0] == "start" and chunks[0]["messageId"] == turn_id
+    assert kinds[-1] == "finish" and "data: [DONE]" in lines
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == \
+        "Opening. Opened."
+    assert kinds.count("tool-input-available") == 1
+    assert kinds.count("tool-output-available") == 1
+
+
+def test_an_id_older_than_the_stream_keeps_gets_a_reset(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    srv.add(text("One."), text("Two."))
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as sse:
+            for word in ("first", "second"):
+                sent = await post(a, sid, word, wait="true")
+                assert sent.status_code == 200, sent.text
+                await sse.until("turn_end")
+            return sse.events
+
+    events = asyncio.run(run())
+    first = events[0][1]["event_id"]
+    with redis.Redis.from_url(pair["url"]) as client:  # the cap, as a long session meets it
+        client.xtrim(f"silica:events:{sid}", maxlen=1, approximate=False)
+
+    async def resume():
+        async with SseReader(b, sid, headers={**b.headers, "Last-Event-ID": first}) as sse, \
+                SioListener(a, sid, after=first) as sio:
+            return await sse.next(), await sio.until("reset")
+
+    (name, data), sio_events = asyncio.run(resume())
+    assert name == "reset"
+    assert f"GET /sessions/{sid}/history" in data["message"]
+    assert data["event_id"] == events[-1][1]["event_id"]  # resume from here afterwards
+    assert names(sio_events) == ["reset"]
+
+
+def test_a_turn_held_while_redis_restarts_reaches_every_client_once_in_order(pair, tmp_path):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    server = pair["redis"]
+    gate = tmp_path / "open"
+    srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
+    sid = new_session(a)
+    lost = [d.stderr().count("lost Redis") for d in (a, b)]
+    back = [d.stderr().count("is back:") for d in (a, b)]
+
+    async def run():
+        async with SseReader(a, sid) as sse_a, SioListener(a, sid) as sio_a, \
+                SseReader(b, sid) as sse_b, SioListener(b, sid) as sio_b:
+            clients = (sse_a, sio_a, sse_b, sio_b)
+            sent = await post(a, sid, "open the gate")
+            assert sent.status_code == 202, sent.text
+            for client in clients:
+                await client.until("tool_call")
+            await asyncio.to_thread(server.stop)
+            for daemon, before in zip((a, b), lost, strict=True):
+                await asyncio.to_thread(wait_for_count, daemon, "lost Redis", before + 1)
+            gate.write_text("go")  # the turn goes on and ends while Redis is away
+            await asyncio.to_thread(wait_for_saved, a, sid)
+            await asyncio.to_thread(server.start)  # the same port, empty
+            for client in clients:
+                await client.until("turn_end")
+            return [client.events for client in clients]
+
+    heard = asyncio.run(run())
+    assert heard[0] == heard[1] == heard[2] == heard[3]
+    seen = names(heard[0])
+    for once in ("message", "tool_call", "tool_result", "turn_end"):
+        assert seen.count(once) == 1, seen
+    assert seen[-1] == "turn_end" and by_name(heard[0])["turn_end"]["text"] == "Opened."
+    ids = [data["event_id"] for _, data in heard[0]]
+    assert len(set(ids)) == len(ids)
+    for daemon, before in zip((a, b), back, strict=True):
+        wait_for_count(daemon, "is back:", before + 1)
+
+
+def wait_for_count(daemon, words: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while daemon.stderr().count(words) < count:
+        assert daemon.proc.poll() is None, f"the daemon died:\n{daemon.stderr()}"
+        assert time.monotonic() < deadline, f"no {words!r} in the log:\n{daemon.stderr()}"
+        time.sleep(0.1)
+
+
+def wait_for_saved(daemon, sid: str) -> None:
+    """Until the session's history says its turn is complete (the turn ended)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        with daemon.client() as http:
+            body = http.get(f"/sessions/{sid}/history").json()
+        if body["turns"] and body["turns"][-1]["status"] == "complete" and \
+                not body.get("running"):
+            return
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
 
 
 # -- Redis that is not there, or goes away ------------------------------------------------

@@ -100,7 +100,7 @@ def must_reset(after: Key, span: Span) -> bool:
         return True  # expired, or lost by a Redis that restarted: nothing says what was there
     if after > span.last:
         return True  # not an id of this stream
-    if after < span.first:
+    if after < span.first and after != before(span.first):  # (that one: all of it)
         # trimmed past it; or (nothing ever trimmed) an id of an older stream of the session
         return span.dropped == ZERO or after < span.dropped
     return False

@@ -17,6 +17,7 @@ const LIST_REFRESH_MS = 4000; // sessions started elsewhere (the CLI, a script) 
 const state = {
   sid: null, // the open session
   source: null, // its EventSource
+  lastId: "", // the id of the last event it had: a new connection resumes after it
   ready: Promise.resolve(), // resolves once the event stream is open
   loading: false, // history is being drawn: events wait in `queue`
   queue: [],
@@ -508,6 +509,9 @@ const handlers = {
     state.asks.delete(d.id);
     form.replaceWith(askDoneNote(form.ask, d));
   },
+  reset() { // the daemon no longer keeps what came after our last event: redraw
+    if (state.sid) openSession(state.sid, { reconnect: true });
+  },
   turn_end(d) {
     state.ended.add(d.turn_id);
     if (undrawn.size) drawNow(); // the whole answer, at once
@@ -538,21 +542,23 @@ function receive(name, data) {
   else update(() => handlers[name](data));
 }
 
+const RECONNECT_MS = 2000; // a stream the browser gave up on is opened again this soon
+
+/** Follow the session's events. A dropped connection resumes after the last event had: the
+ * browser sends it as Last-Event-ID; a stream it gave up on is opened again with ?after=. */
 function connect(sid) {
   state.source?.close();
-  const source = new EventSource(sessionPath(sid, "/events"));
+  const after = state.lastId ? `?after=${encodeURIComponent(state.lastId)}` : "";
+  const source = new EventSource(sessionPath(sid, "/events") + after);
   state.source = source;
-  let opened = false;
   state.ready = new Promise((resolve) => source.addEventListener("open", resolve, { once: true }));
-  source.addEventListener("open", () => {
-    if (opened) openSession(sid, { reconnect: true }); // events were missed: redraw
-    opened = true;
-  });
   for (const name of Object.keys(handlers)) {
     source.addEventListener(name, (event) => {
       if (source !== state.source || typeof event.data !== "string") {
-        if (name === "error" && source.readyState === EventSource.CLOSED) {
-          turnStatus.textContent = "Lost the event stream: reload the page to reconnect.";
+        if (name === "error" && source === state.source
+            && source.readyState === EventSource.CLOSED) {
+          turnStatus.textContent = "Lost the event stream: reconnecting…";
+          setTimeout(() => { if (state.source === source) connect(sid); }, RECONNECT_MS);
         }
         return; // the connection's own error event (EventSource reconnects by itself)
       }
@@ -562,6 +568,8 @@ function connect(sid) {
       } catch {
         return;
       }
+      if (event.lastEventId) state.lastId = event.lastEventId;
+      if (turnStatus.textContent.startsWith("Lost the event stream")) turnStatus.textContent = "";
       receive(name, data);
     });
   }
@@ -570,6 +578,7 @@ function connect(sid) {
 async function openSession(sid, { reconnect = false } = {}) {
   if (!reconnect) {
     state.sid = sid; // the draft (text and images) stays: it may be meant for this one
+    state.lastId = "";
     composerError.textContent = "";
     $("composer").hidden = false;
     connect(sid);
@@ -620,6 +629,7 @@ async function startSession() {
   const { session_id: sid } = await api("/sessions", { method: "POST", json: {} });
   state.sid = sid;
   state.untitled = true;
+  state.lastId = "";
   connect(sid);
   window.history.replaceState(null, "", `#${encodeURIComponent(sid)}`); // open: no redraw
   return sid;
