@@ -7,6 +7,7 @@ real ``~/.silica``; tools are real files run by the real ``uv``.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,8 @@ def isolated(tmp_path, monkeypatch):
     find_uv.cache_clear()
     yield
     find_uv.cache_clear()
+    if "silica.agent.sessions" in sys.modules:  # close the test's session databases
+        sys.modules["silica.agent.sessions"].forget_stores()
 
 
 @pytest.fixture(params=["anthropic", "ollama", "openai"])

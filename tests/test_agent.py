@@ -23,7 +23,7 @@ from PIL import Image
 from wire import anthropic_server, error, ollama_server, openai_server, text, tool_call
 
 from silica.agent.loop import INTERRUPTED, Agent, TurnLimitReached
-from silica.agent.sessions import load_session
+from silica.agent.sessions import export_session, load_session
 from silica.config import AgingSettings, Settings
 from silica.providers.base import ProviderError
 
@@ -64,7 +64,7 @@ def settings(provider: str, **changes) -> Settings:
 
 
 def assert_session_has_no_base64(agent: Agent, home: Path) -> None:
-    saved = (home / "sessions" / f"{agent.conversation.id}.json").read_text()
+    saved = export_session(agent.conversation.id, home).decode()
     assert not BASE64_RUN.search(saved)
     load_session(agent.conversation.id, home)  # and it loads back
 
@@ -403,12 +403,11 @@ def test_a_session_cut_while_its_tools_ran_resumes_without_a_400(monkeypatch, ho
 def test_a_failed_save_raises_and_the_agent_knows(monkeypatch, user_tools, home):
     from silica.agent.sessions import SessionError
 
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "sessions").write_text("not a folder")
+    (home / "sessions.db").mkdir(parents=True)  # a folder where the database should be
     with anthropic_server([text("never")]) as srv:
         srv.use(monkeypatch)
         agent = Agent.start(settings("anthropic"))
-        with pytest.raises(SessionError, match="cannot save session"):
+        with pytest.raises(SessionError, match="cannot open the sessions database"):
             run(agent, "hello")
     assert agent.saved is False and srv.requests == []
 
@@ -435,8 +434,7 @@ def test_a_flood_of_output_reaches_the_model_cut_and_is_saved_whole(monkeypatch,
     assert whole.parent == home / "sessions" / agent.conversation.id
     assert whole.read_text().splitlines() == [f"line {i:06d} of the flood" for i in range(60_000)]
     assert int(marker[1].replace(",", "")) == len(whole.read_text())
-    session_file = home / "sessions" / f"{agent.conversation.id}.json"
-    assert session_file.stat().st_size < 30_000
+    assert len(export_session(agent.conversation.id, home)) < 30_000
 
 
 def test_undecodable_bytes_are_one_marker(monkeypatch, user_tools):

@@ -18,7 +18,7 @@ from wire.anthropic_wire import FILES_BETA, file_ids
 from wire.samples import b64decode, png_block
 
 from silica.agent.conversation import Conversation
-from silica.agent.sessions import delete_session, save_session, session_folder, session_path
+from silica.agent.sessions import delete_session, save_session, session_exists, session_folder
 from silica.blocks import ImageBlock, TextBlock
 from silica.config import Settings
 from silica.hookspecs import hookimpl
@@ -303,7 +303,7 @@ def test_deleting_a_session_deletes_its_remote_files(monkeypatch, home):
     assert f"deleted session {SESSION}" in done.stdout and done.stderr == ""
     assert sorted(srv.files.deleted) == sorted(u.file_id for u in srv.files.uploads)
     assert len(srv.files.deleted) == 2
-    assert not session_path(SESSION, home).exists()
+    assert not session_exists(SESSION, home)
     assert not session_folder(SESSION, home).exists() and not files_path(SESSION, home).exists()
 
 
@@ -319,7 +319,7 @@ def test_a_failed_remote_delete_is_a_warning_and_the_session_still_goes(monkeypa
     assert all(u.file_id in done.stderr for u in srv.files.uploads)
     assert len(srv.files.delete_requests) == 1  # refused: no use trying the next one
     assert "Traceback" not in done.stderr
-    assert not session_path(SESSION, home).exists() and not files_path(SESSION, home).exists()
+    assert not session_exists(SESSION, home) and not files_path(SESSION, home).exists()
 
 
 def test_a_file_already_gone_counts_as_deleted(monkeypatch, home, caplog):
@@ -336,7 +336,7 @@ def test_a_session_without_uploads_is_deleted_without_a_request(monkeypatch, hom
     with anthropic_server() as srv:
         srv.use(monkeypatch)
         delete_session(SESSION, home)
-    assert srv.received == [] and not session_path(SESSION, home).exists()
+    assert srv.received == [] and not session_exists(SESSION, home)
 
 
 def test_a_raising_cleanup_plugin_never_stops_a_deletion(home, caplog):
@@ -353,6 +353,6 @@ def test_a_raising_cleanup_plugin_never_stops_a_deletion(home, caplog):
         deleted = delete_session(SESSION, home)
     finally:
         pm.unregister(plugin)
-    assert session_path(SESSION, home) in deleted.removed
+    assert deleted.id == SESSION and not session_exists(SESSION, home)
     [record] = [r for r in caplog.records if r.name == "silica.sessions"]
     assert "broken-cleanup" in record.getMessage() and "archive" in record.getMessage()

@@ -21,6 +21,7 @@ from serve_daemon import start_daemon
 from wire import anthropic_server, ollama_server, text, tool_call
 
 from silica.agent.profiles import ToolRule, UnknownAgent, settings_for, tool_rule
+from silica.agent.sessions import export_session, list_sessions
 from silica.config import ConfigError, Settings, load_settings
 
 CONFIG = """\
@@ -92,12 +93,12 @@ def world(home, user_tools, project):
 
 
 def saved(home: Path, sid: str) -> dict:
-    return json.loads((home / "sessions" / f"{sid}.json").read_text())["conversation"]
+    return json.loads(export_session(sid, home))["conversation"]
 
 
 def only_session(home: Path) -> str:
-    [path] = (home / "sessions").glob("*.json")
-    return path.stem
+    [info] = list_sessions(home)
+    return info.id
 
 
 # -- the settings -------------------------------------------------------------------------
@@ -205,8 +206,7 @@ def test_an_unknown_profile_is_a_clear_error_listing_the_known_ones(world):
         assert "unknown agent 'nope'; known agents: blind, local, mute, reviewer" in done.stderr
         assert "Traceback" not in done.stderr
     assert srv.requests == []
-    assert not (world["home"] / "sessions").exists() or \
-        not list((world["home"] / "sessions").glob("*.json"))
+    assert list_sessions(world["home"]) == []
 
 
 def test_a_resumed_session_runs_as_its_profile_again(world):

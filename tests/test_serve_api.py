@@ -29,6 +29,8 @@ from serve_daemon import (
 )
 from wire import anthropic_server, text, tool_call
 
+from silica.agent.sessions import session_exists
+
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{200,}")
 
 
@@ -101,7 +103,7 @@ def test_sessions_are_created_listed_and_deleted(http, world):
     gone = http.get(f"/sessions/{sid}/history")
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "no_session"
     assert http.delete(f"/sessions/{sid}").status_code == 404
-    assert not (world["home"] / "sessions" / f"{sid}.json").exists()
+    assert not session_exists(sid, world["home"])
 
 
 def test_a_session_list_is_newest_first(http):

@@ -23,6 +23,7 @@ from wire import anthropic_server, text, tool_call
 
 from silica.agent.conversation import NO_RESULT
 from silica.agent.loop import INTERRUPTED
+from silica.agent.sessions import export_session
 
 TOKEN = "a-long-test-token-0123456789"
 
@@ -117,7 +118,7 @@ def test_sigterm_mid_turn_interrupts_it_cleanly(tmp_path):
     assert ended[1][1]["code"] == "interrupted"
     assert ended[2][1]["stop_reason"] == "interrupted"
     assert "Traceback" not in daemon.stderr()
-    saved = (home / "sessions" / f"{sid}.json").read_text()
+    saved = export_session(sid, home).decode()
     assert INTERRUPTED.strip("[]") in saved
 
 

@@ -1,4 +1,5 @@
-"""Sessions: conversations saved as JSON with image refs, loaded back equal, listed."""
+"""Sessions: conversations saved as JSON with image refs, loaded back equal, listed; session
+files left from before the database are listed with their problem."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -16,10 +18,12 @@ from PIL import Image
 from silica.agent.conversation import Conversation, ToolCall, ToolResultBlock
 from silica.agent.sessions import (
     SessionError,
+    export_session,
     list_sessions,
     load_session,
     new_session_id,
     save_session,
+    session_version,
     sessions_dir,
     title,
 )
@@ -53,16 +57,24 @@ def conversation_with_images(session_id: str | None = None, text: str = "what is
     return conversation
 
 
+def leftover(name: str) -> Path:
+    """A session file in the sessions folder, as earlier versions kept them."""
+    sessions_dir().mkdir(parents=True, exist_ok=True)
+    return sessions_dir() / name
+
+
 def test_save_then_load_gives_the_same_conversation(home):
     conversation = conversation_with_images()
-    path = save_session(conversation)
-    assert path == home / "sessions" / f"{conversation.id}.json"
+    version = save_session(conversation)
+    assert session_version(conversation.id) == version
+    assert (home / "sessions.db").is_file()
     assert load_session(conversation.id) == conversation
 
 
 def test_saved_json_holds_refs_not_image_data(home):
     conversation = conversation_with_images()
-    text = save_session(conversation).read_text(encoding="utf-8")
+    save_session(conversation)
+    text = export_session(conversation.id).decode("utf-8")
     assert not re.search(r"[A-Za-z0-9+/]{200,}", text)
     assert "iVBORw0KGgo" not in text  # the start of any base64 PNG
     assert '"image_ref"' in text
@@ -77,15 +89,16 @@ def test_saving_image_bytes_is_refused(home):
         ImageBlock(media_type="image/png", data=screenshot_png(), width=800, height=600))
     with pytest.raises(SessionError, match="image bytes"):
         save_session(conversation)
-    assert not sessions_dir().exists()
+    assert list_sessions() == [] and not sessions_dir().exists()
 
 
-def test_saving_again_replaces_the_file_atomically(home):
+def test_saving_again_replaces_the_session(home):
     conversation = conversation_with_images()
-    save_session(conversation)
+    first = save_session(conversation)
     conversation.add("assistant", [TextBlock(text="anything else?")])
-    save_session(conversation)
-    assert [p.name for p in sessions_dir().iterdir()] == [f"{conversation.id}.json"]
+    second = save_session(conversation)
+    assert first != second == session_version(conversation.id)
+    assert [s.id for s in list_sessions()] == [conversation.id]
     assert load_session(conversation.id).messages[-1].content[0].text == "anything else?"
 
 
@@ -120,9 +133,7 @@ def test_hostile_ids_are_refused(home, bad):
      b'"messages": [{"role": "robot", "content": [], "turn": 1}]}}', "invalid conversation"),
 ])
 def test_a_corrupt_file_gives_a_clear_error_and_is_left_alone(home, content, problem):
-    folder = sessions_dir()
-    folder.mkdir(parents=True)
-    path = folder / "x.json"
+    path = leftover("x.json")
     path.write_bytes(content)
     with pytest.raises(SessionError) as err:
         load_session("x")
@@ -131,9 +142,8 @@ def test_a_corrupt_file_gives_a_clear_error_and_is_left_alone(home, content, pro
 
 
 def test_a_file_holding_another_session_is_refused(home):
-    conversation = conversation_with_images("first")
-    path = save_session(conversation)
-    path.rename(path.with_name("second.json"))
+    save_session(conversation_with_images("first"))
+    leftover("second.json").write_bytes(export_session("first"))
     with pytest.raises(SessionError, match="holds session 'first', not 'second'"):
         load_session("second")
 
@@ -145,7 +155,7 @@ def test_list_shows_sessions_newest_first_and_corrupt_files_with_their_problem(h
     newer.updated = datetime(2026, 3, 1, tzinfo=UTC)
     save_session(older)
     save_session(newer)
-    broken = sessions_dir() / "broken.json"
+    broken = leftover("broken.json")
     broken.write_text("{not json", encoding="utf-8")
     stamp = datetime(2026, 2, 1, tzinfo=UTC).timestamp()
     os.utime(broken, (stamp, stamp))
@@ -166,7 +176,7 @@ def test_list_shows_sessions_newest_first_and_corrupt_files_with_their_problem(h
 def test_list_entries_dump_to_json(home):
     save_session(conversation_with_images("one"))
     [entry] = [s.model_dump(mode="json") for s in list_sessions()]
-    assert entry["id"] == "one" and entry["path"].endswith("one.json")
+    assert entry["id"] == "one" and entry["path"].endswith("sessions.db")
     assert entry["updated"].startswith("20") and entry["problem"] == ""
     json.dumps(entry)
 
@@ -178,8 +188,8 @@ def test_list_with_no_sessions_is_empty(home):
 def test_an_explicit_home_is_used(tmp_path):
     conversation = conversation_with_images()
     other = tmp_path / "elsewhere"
-    path = save_session(conversation, home=other)
-    assert path.parent == other / "sessions"
+    save_session(conversation, home=other)
+    assert (other / "sessions.db").is_file()
     assert load_session(conversation.id, home=other) == conversation
     assert [s.id for s in list_sessions(home=other)] == [conversation.id]
 
@@ -202,10 +212,11 @@ def unanswered_conversation(session_id: str = "cut") -> Conversation:
 def test_a_tool_call_saved_without_its_result_is_answered_on_load(home):
     from silica.agent.conversation import NO_RESULT
 
-    path = save_session(unanswered_conversation())
-    before = path.read_bytes()
+    version = save_session(unanswered_conversation())
+    before = export_session("cut")
     loaded = load_session("cut")
-    assert path.read_bytes() == before  # repaired in memory; saved with the next turn
+    assert export_session("cut") == before  # repaired in memory; saved with the next turn
+    assert session_version("cut") == version
     roles = [m.role for m in loaded.messages]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     first = loaded.messages[2].content
@@ -232,7 +243,7 @@ def test_answering_every_call_is_idempotent_and_turns_orphans_into_text():
 
 def test_a_file_nested_too_deep_is_one_bad_row_not_a_crash(home):
     save_session(conversation_with_images("fine"))
-    deep = sessions_dir() / "deep.json"
+    deep = leftover("deep.json")
     deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     nested = sessions_dir() / "nested.json"
     nested.write_text('{"format": "silica-session", "version": 1, "conversation": '
@@ -261,12 +272,11 @@ def test_delete_removes_the_file_its_outputs_and_its_images(home):
     conversation = conversation_with_images("gone")
     save_session(conversation)
     save_session(conversation_with_images("kept"))
-    session_folder("gone").mkdir()
+    session_folder("gone").mkdir(parents=True)
     (session_folder("gone") / "look-0123.txt").write_text("all of it")
     deleted = delete_session("gone")
     assert deleted.id == "gone"
-    assert deleted.removed == [sessions_dir() / "gone.json", sessions_dir() / "gone",
-                               home / "images" / "gone"]
+    assert deleted.removed == [sessions_dir() / "gone", home / "images" / "gone"]
     assert not any(p.exists() for p in deleted.removed)
     assert [s.id for s in list_sessions()] == ["kept"]
     assert (home / "images" / "kept").is_dir()
@@ -291,7 +301,7 @@ def test_find_sessions_by_emptiness_and_age(home):
     lonely = Conversation(id="lonely")
     lonely.add("user", [TextBlock(text="hello?")], new_turn=True)
     save_session(lonely)
-    (sessions_dir() / "broken.json").write_text("{", encoding="utf-8")
+    leftover("broken.json").write_text("{", encoding="utf-8")
     assert [s.id for s in find_sessions(empty=True)] == ["lonely"]
     assert [s.id for s in find_sessions(older_than=30)] == ["old"]
     assert find_sessions(empty=True, older_than=30) == []

@@ -47,13 +47,12 @@ def answered(session_id: str, text_: str = "hi") -> Conversation:
 
 
 def test_ask_whose_session_cannot_be_saved_says_so_and_advises_no_resume(home):
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "sessions").write_text("a file where the folder should be")
+    (home / "sessions.db").mkdir(parents=True)  # a folder where the database should be
     with anthropic_server([text("never sent")]) as srv:
         done = silica("ask", "hello", env={**os.environ, **srv.env})
     no_traceback(done)
-    assert done.returncode == 1
-    assert "cannot save session" in done.stderr and "sessions" in done.stderr
+    assert done.returncode == 1 and srv.requests == []
+    assert "cannot open the sessions database" in done.stderr and "sessions.db" in done.stderr
     assert "continue:" not in done.stderr and "--resume" not in done.stderr
 
 
@@ -120,7 +119,7 @@ def test_ask_without_an_api_key_leaves_no_session(home):
 def test_sessions_delete_by_id_removes_file_outputs_and_images_and_says_so(home):
     save_session(answered("doomed"))
     save_session(answered("spared"))
-    session_folder("doomed").mkdir()
+    session_folder("doomed").mkdir(parents=True)
     (session_folder("doomed") / "flood-0123456789abcdef.txt").write_text("everything")
     images = home / "images" / "doomed"
     images.mkdir(parents=True)
@@ -129,8 +128,7 @@ def test_sessions_delete_by_id_removes_file_outputs_and_images_and_says_so(home)
     assert done.returncode == 0, done.stderr
     [entry] = json.loads(done.stdout)
     assert entry["id"] == "doomed"
-    assert entry["removed"] == [str(sessions_dir() / "doomed.json"),
-                                str(session_folder("doomed")), str(images)]
+    assert entry["removed"] == [str(session_folder("doomed")), str(images)]
     assert saved_ids() == ["spared"] and not images.exists()
 
 
@@ -168,6 +166,7 @@ def test_sessions_delete_empty_and_older_than(home):
 
 def test_sessions_list_shows_a_deeply_nested_file_as_one_bad_row(home):
     save_session(answered("good", "a fine question"))
+    sessions_dir().mkdir(parents=True, exist_ok=True)
     (sessions_dir() / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     done = silica("sessions", "list", "--json")
     no_traceback(done)

@@ -14,7 +14,7 @@ from wire import anthropic_server, text
 
 from silica.agent.conversation import Conversation
 from silica.agent.loop import Agent
-from silica.agent.sessions import load_session, save_session
+from silica.agent.sessions import export_session, load_session, save_session
 from silica.agent.turnlock import SessionBusy, TurnLock, busy, lock_path
 from silica.blocks import TextBlock
 from silica.config import Settings
@@ -112,7 +112,7 @@ def test_a_deleted_session_lock_is_never_held_twice(home):
 
 def test_agent_send_refuses_while_another_process_runs_a_turn(monkeypatch, home):
     sid = saved_session(home)
-    before = (home / "sessions" / f"{sid}.json").read_bytes()
+    before = export_session(sid, home)
     with anthropic_server([]) as srv:
         srv.use(monkeypatch)
         agent = Agent.resume(sid, Settings(), home=home)
@@ -125,7 +125,7 @@ def test_agent_send_refuses_while_another_process_runs_a_turn(monkeypatch, home)
         finally:
             holder.release()
         assert srv.requests == []
-        assert (home / "sessions" / f"{sid}.json").read_bytes() == before
+        assert export_session(sid, home) == before
         srv.add(text("now it runs"))
         assert asyncio.run(agent.send("hello again")) == "now it runs"
     assert len(load_session(sid, home).messages) == 4

@@ -47,7 +47,7 @@ from silica.agent.sessions import (
     new_session_id,
     save_session,
     session_folder,
-    session_path,
+    session_version,
 )
 from silica.agent.turnlock import SessionBusy, TurnLock, busy, busy_message
 from silica.allocator import release_memory, tune_allocator
@@ -109,7 +109,7 @@ class Agent:
     last_reply: Reply | None = None  # the model's latest reply (its stop_reason)
     turn_lock: TurnLock | None = None  # the session's; made by ``_make``
     tool_rule: ToolRule = field(default_factory=ToolRule)  # the tools its profile allows
-    _on_disk: tuple[int, int, int] | None = None  # the session file as last saved or loaded
+    _on_disk: str | None = None  # the session's version as last saved or loaded
     _warmed: bool = False  # the provider's SDK import was started (``send``)
 
     # -- construction -------------------------------------------------------------------
@@ -172,7 +172,7 @@ class Agent:
         conversation.provider, conversation.model = name, model
         made = cls._make(settings, chosen, model, conversation, toolbox, home, events, workdir)
         made.saved = not switching  # a new profile is saved with the next turn
-        made._on_disk = _stat(session_path(session_id, home))
+        made._on_disk = session_version(session_id, home)
         return made
 
     @classmethod
@@ -305,11 +305,10 @@ class Agent:
 
     def catch_up(self) -> None:
         """Read the session back if someone else saved a turn of it since this agent last
-        saved or loaded it (the file is replaced on each save: a new inode, a new time)."""
+        saved or loaded it (``session_version`` changes with each save)."""
         if self._on_disk is None:
             return
-        path = session_path(self.conversation.id, self.home)
-        now = _stat(path)
+        now = session_version(self.conversation.id, self.home)
         if now is None or now == self._on_disk:
             return  # unchanged, or removed (the next save writes it again)
         conversation = load_session(self.conversation.id, self.home)
@@ -418,13 +417,14 @@ class Agent:
         return read_image_file(Path(path), limits=self.info.limits,
                                max_bytes=self.settings.images.max_size_bytes)
 
-    def save(self) -> Path:
-        """Save the session now; ``SessionError`` (and ``saved`` false) if it cannot be."""
+    def save(self) -> str:
+        """Save the session now; returns its new version (``session_version``).
+        ``SessionError`` (and ``saved`` false) if it cannot be saved."""
         self.saved = False
-        path = save_session(self.conversation, self.home)
+        version = save_session(self.conversation, self.home)
         self.saved = True
-        self._on_disk = _stat(path)
-        return path
+        self._on_disk = version
+        return version
 
     def _save(self) -> None:
         self.save()
@@ -445,15 +445,6 @@ def _default_model(provider: Provider) -> str:
     from silica.providers.models import DEFAULT_MODELS
 
     return DEFAULT_MODELS.get(provider.name, "")
-
-
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    """What tells one version of a file from the next: inode, time and size."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _finished_or_interrupted(task: asyncio.Future) -> ToolResult:

@@ -1,27 +1,36 @@
-"""Saved sessions: one JSON file per conversation, under ``$SILICA_HOME/sessions/``.
+"""Saved sessions: the one facade the rest of silica calls, over the session store.
 
-A file is ``{"format": "silica-session", "version": 1, "conversation": {...}}``: the
-conversation as ``Conversation.model_dump`` gives it, images as refs into the session's
-``ImageStore`` folder (``$SILICA_HOME/images/<id>/``), never as base64 or bytes.
+Sessions live in a database (``silica.storage``): SQLite in ``$SILICA_HOME/sessions.db`` by
+default, Postgres when ``[storage] database`` (or ``SILICA_DATABASE``) names one. Each is its
+conversation as JSON (``Conversation.model_dump``), images as refs into the session's
+``ImageStore`` folder (``$SILICA_HOME/images/<id>/``), never as base64 or bytes, with a few
+summary columns for listing. Its saved tool outputs stay files, in ``session_folder``.
+``silica sessions export ID`` prints a session as the JSON file of earlier versions
+(``silica.agent.session_files``), and a home's old ``sessions/*.json`` are imported once.
 
 What callers may rely on:
 
-- ``save_session`` writes atomically (temporary file + ``os.replace``): a reader sees the old
-  file or the new one, whole.
+- ``save_session`` is one transaction: a reader sees the session as one save or the next
+  left it, whole; two writers of one session: the last one wins, nothing half-written.
 - ``load_session`` returns a conversation equal to the one saved, or raises ``SessionError``
-  with a message naming the file and what is wrong; it never changes or removes a file. A
-  tool call saved without its result (silica was stopped while the tool ran) is answered
-  with an error result in what it returns (``answer_every_call``), so a loaded session never
-  makes a provider refuse the next request.
-- ``list_sessions`` never raises for a bad file (not JSON, nested past what can be read, not
-  a session): it lists it with ``problem`` set.
-- ``delete_session`` removes a session's file, its folder of saved tool outputs
+  with a message saying what is wrong; it never changes what is stored. A tool call saved
+  without its result (silica was stopped while the tool ran) is answered with an error
+  result in what it returns (``answer_every_call``), so a loaded session never makes a
+  provider refuse the next request.
+- ``list_sessions`` never raises for a bad session file left from before the database (not
+  JSON, not a session): it lists it with ``problem`` set.
+- ``session_version`` changes with every save (``Agent.catch_up`` compares it).
+- ``delete_session`` removes a session, its folder of saved tool outputs
   (``session_folder``) and its image folder; nothing else, but it first calls the
   ``silica_session_deleted`` hook, whose plugins clean up elsewhere (the default one deletes
   the session's Anthropic Files API uploads): a plugin's failure is a warning on the
   ``silica.sessions`` logger and never stops the deletion.
+- The store of a home is opened once per process, from ``load_settings(home)``; an
+  unreachable database is one ``SessionError`` naming it with its password masked
+  (``open_sessions`` checks at a command's start).
 
-Nothing here imports Pillow or a provider SDK, so listing sessions is cheap.
+Nothing here imports Pillow, a provider SDK or a database driver beyond ``sqlite3``, so
+listing sessions is cheap.
 """
 
 from __future__ import annotations
@@ -31,42 +40,43 @@ import logging
 import re
 import secrets
 import shutil
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from silica.agent import session_files
 from silica.agent.conversation import Conversation, ToolResultBlock, answer_every_call
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
-from silica.errors import SilicaError
-from silica.fsutil import write_atomic
 from silica.paths import silica_home
+from silica.storage import SessionError, SessionRow, SessionStore, open_store
 
-FORMAT = "silica-session"
-VERSION = 1
+__all__ = ["SessionError", "SessionInfo", "DeletedSession", "save_session", "load_session",
+           "list_sessions", "delete_session", "delete_sessions", "find_sessions",
+           "session_exists", "session_version", "export_session", "open_sessions",
+           "session_folder", "new_session_id", "title"]
+
 TITLE_LENGTH = 60
+FORMAT, VERSION = session_files.FORMAT, session_files.VERSION  # of an exported file
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 log = logging.getLogger("silica.sessions")
 
 
-class SessionError(SilicaError):
-    """A session cannot be saved or loaded; the message names the file and the problem."""
-
-
 class SessionInfo(BaseModel):
     """One line of ``silica sessions list`` (``model_dump(mode="json")`` for ``--json``).
 
-    For a file that cannot be read, ``problem`` says why, ``updated`` is the file's
-    modification time, and the other fields are empty.
+    ``path``: the SQLite database the session is in (``None`` in Postgres), or the file of a
+    session file left from before the database that cannot be read; then ``problem`` says
+    why, ``updated`` is the file's modification time, and the other fields are empty.
     """
 
     model_config = ConfigDict(frozen=True)
 
     id: str
-    path: Path
+    path: Path | None
     created: datetime | None
     updated: datetime
     turns: int = 0
@@ -79,14 +89,15 @@ class SessionInfo(BaseModel):
 
 
 class DeletedSession(BaseModel):
-    """What ``delete_session`` removed: the session file first, then its folders."""
+    """What ``delete_session`` removed: the session, then the files and folders it had."""
 
     id: str
     removed: list[Path]
 
 
 def sessions_dir(home: Path | None = None) -> Path:
-    """``<silica home>/sessions``."""
+    """``<silica home>/sessions``: the sessions' folders of saved tool outputs and turn
+    locks (and session files left from before the database)."""
     return (home or silica_home()) / "sessions"
 
 
@@ -96,101 +107,192 @@ def new_session_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-def session_path(session_id: str, home: Path | None = None) -> Path:
-    """Where session ``session_id`` is saved; ``SessionError`` for an id that is not one."""
-    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
+def valid_id(session_id: object) -> bool:
+    return isinstance(session_id, str) and _ID.fullmatch(session_id) is not None
+
+
+def check_id(session_id: str) -> str:
+    """``session_id`` if it is one; ``SessionError`` saying what an id is otherwise."""
+    if not valid_id(session_id):
         raise SessionError(f"invalid session id {session_id!r}: ids are 1-64 letters, digits, "
                            "'_' or '-'; run `silica sessions list` to see them")
-    return sessions_dir(home) / f"{session_id}.json"
+    return session_id
+
+
+def session_path(session_id: str, home: Path | None = None) -> Path:
+    """Where a session file of earlier versions was kept (``<home>/sessions/<id>.json``);
+    ``SessionError`` for an id that is not one."""
+    return sessions_dir(home) / f"{check_id(session_id)}.json"
 
 
 def session_folder(session_id: str, home: Path | None = None) -> Path:
-    """The folder beside the session file that holds its saved tool outputs
-    (``<home>/sessions/<id>/``); ``SessionError`` for an id that is not one."""
-    return session_path(session_id, home).with_suffix("")
+    """The folder that holds the session's saved tool outputs (``<home>/sessions/<id>/``);
+    ``SessionError`` for an id that is not one."""
+    return sessions_dir(home) / check_id(session_id)
 
 
-def save_session(conversation: Conversation, home: Path | None = None) -> Path:
-    """Write ``conversation`` to ``<home>/sessions/<id>.json`` atomically; returns the path.
+# -- the store of a home -------------------------------------------------------------------
+
+_stores: dict[Path, SessionStore] = {}
+_lock = threading.Lock()
+
+
+def store_of(home: Path | None = None) -> SessionStore:
+    """The session store of ``home`` (see the module docstring); its old session files are
+    imported the first time it is opened in a process."""
+    home = Path(home or silica_home())
+    store = _stores.get(home)
+    if store is not None:
+        return open_store(home, _database(home))  # the same one, unless this is a fork
+    with _lock:
+        store = _stores.get(home)
+        if store is None:
+            store = open_store(home, _database(home))
+            session_files.import_files(store, home)
+            _stores[home] = store
+    return store
+
+
+def _database(home: Path) -> str | None:
+    from silica.config import load_settings
+
+    if home not in _databases:
+        _databases[home] = load_settings(home).storage.database
+    return _databases[home]
+
+
+_databases: dict[Path, str | None] = {}
+
+
+def forget_stores() -> None:
+    """Close the stores this process opened; the next call opens them again (tests)."""
+    from silica.storage import forget_stores as close_all
+
+    with _lock:
+        _stores.clear()
+        _databases.clear()
+        close_all()
+
+
+def open_sessions(home: Path | None = None) -> None:
+    """Open the session store of ``home`` now (migrating it, importing old session files),
+    so that a command fails at its start, in one line, when the database cannot be used."""
+    store_of(home)
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+def save_session(conversation: Conversation, home: Path | None = None) -> str:
+    """Save ``conversation`` (one transaction); returns its new ``session_version``.
 
     Raises ``SessionError`` if a message holds image bytes (an ``ImageBlock``: put it in the
-    ``ImageStore`` first) or the file cannot be written.
+    ``ImageStore`` first) or the session cannot be written.
     """
-    path = session_path(conversation.id, home)
+    check_id(conversation.id)
     _refuse_bytes(conversation)
     try:
-        text = json.dumps({"format": FORMAT, "version": VERSION,
-                           "conversation": conversation.model_dump(mode="json")},
-                          indent=1, ensure_ascii=False)
+        document = json.dumps(conversation.model_dump(mode="json"), ensure_ascii=False)
     except (ValueError, RecursionError) as exc:  # e.g. tool arguments nested too deep
         raise SessionError(f"cannot save session {conversation.id}: its history cannot be "
                            f"written as JSON ({exc}); start a new session") from exc
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A lone surrogate (from a model's JSON) is written as its JSON escape, \uXXXX.
-        write_atomic(path, text.encode("utf-8", "backslashreplace"))
-    except OSError as exc:
-        raise SessionError(f"cannot save session to {path}: {exc.strerror or exc}; free some "
-                           f"disk space or fix the permissions of {path.parent}") from exc
-    return path
+    # A lone surrogate (from a model's JSON) is kept as its JSON escape, \uXXXX.
+    document = document.encode("utf-8", "backslashreplace").decode("utf-8")
+    return store_of(home).save(row_of(conversation), document)
+
+
+def row_of(conversation: Conversation) -> SessionRow:
+    """The summary columns of ``conversation``."""
+    return SessionRow(id=conversation.id, created=conversation.created,
+                      updated=conversation.updated, turns=conversation.turn,
+                      messages=len(conversation.messages), title=title(conversation),
+                      provider=conversation.provider, model=conversation.model,
+                      replies=sum(m.role == "assistant" for m in conversation.messages))
 
 
 def load_session(session_id: str, home: Path | None = None) -> Conversation:
-    """The conversation saved as ``session_id``; ``SessionError`` if there is none or its
-    file cannot be used (the file is left as it is)."""
-    path = session_path(session_id, home)
-    if not path.is_file():
+    """The conversation saved as ``session_id``; ``SessionError`` if there is none or it
+    cannot be used (what is stored is left as it is)."""
+    return _load(session_id, home)[0]
+
+
+def _load(session_id: str, home: Path | None) -> tuple[Conversation, str]:
+    check_id(session_id)
+    found = store_of(home).load(session_id)
+    if found is None:
+        leftover = session_path(session_id, home)
+        if leftover.is_file():  # a file the import could not read: say why
+            session_files.read_file(leftover)
         raise SessionError(f"no session {session_id}; run `silica sessions list`")
-    conversation = _read(path)
-    if conversation.id != session_id:
-        raise SessionError(f"{path} holds session {conversation.id!r}, not {session_id!r}; "
-                           "the file was left as it is: rename it or move it away")
+    document, version = found
+    try:
+        conversation = Conversation.model_validate(json.loads(document))
+    except (ValueError, ValidationError, RecursionError) as exc:
+        raise SessionError(f"session {session_id} in {store_of(home).where} cannot be read "
+                           f"({str(exc).splitlines()[0]}); export it with `silica sessions "
+                           "export` to look, or delete it") from exc
     answer_every_call(conversation)  # in memory only: saved with the next turn
-    return conversation
+    return conversation, version
+
+
+def export_session(session_id: str, home: Path | None = None) -> bytes:
+    """The session as the JSON file earlier versions kept (``silica.agent.session_files``):
+    byte for byte the file it was imported from."""
+    check_id(session_id)
+    found = store_of(home).load(session_id)
+    if found is None:
+        raise SessionError(f"no session {session_id}; run `silica sessions list` to see the "
+                           "ids")
+    return session_files.file_bytes(found[0])
+
+
+def session_exists(session_id: str, home: Path | None = None) -> bool:
+    """Whether there is a session ``session_id`` (one stored, or a file left from before the
+    database that could not be imported); ``SessionError`` for an id that is not one."""
+    check_id(session_id)
+    return store_of(home).exists(session_id) or session_path(session_id, home).is_file()
+
+
+def session_version(session_id: str, home: Path | None = None) -> str | None:
+    """A value that changes with every save of the session; ``None`` if there is none."""
+    return store_of(home).version(check_id(session_id))
 
 
 def list_sessions(home: Path | None = None) -> list[SessionInfo]:
-    """Every saved session, most recently updated first; a bad file is listed with
-    ``problem`` set instead of breaking the list."""
-    folder = sessions_dir(home)
-    if not folder.is_dir():
-        return []
-    found: list[SessionInfo] = []
-    for path in folder.glob("*.json"):
-        if not _ID.fullmatch(path.stem) or not path.is_file():
-            continue  # temporary files, other people's files
+    """Every saved session, most recently updated first; a session file left from before
+    the database that cannot be read is listed with ``problem`` set."""
+    store = store_of(home)
+    where = getattr(store, "path", None)
+    found = [SessionInfo(path=where, **vars(row)) for row in store.rows()]
+    for path in session_files.leftover_files(sessions_dir(home)):
         try:
-            conversation = _read(path)
+            session_files.read_file(path)
+            continue  # readable: the next open imports it
         except SessionError as exc:
-            try:
-                mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-            except OSError:
-                continue  # removed while listing
-            found.append(SessionInfo(id=path.stem, path=path, created=None, updated=mtime,
-                                     problem=str(exc)))
-            continue
-        found.append(SessionInfo(
-            id=conversation.id, path=path, created=conversation.created,
-            updated=conversation.updated, turns=conversation.turn,
-            messages=len(conversation.messages), title=title(conversation),
-            provider=conversation.provider, model=conversation.model,
-            replies=sum(m.role == "assistant" for m in conversation.messages)))
+            problem = str(exc)
+        try:
+            mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        except OSError:
+            continue  # removed while listing
+        found.append(SessionInfo(id=path.stem, path=path, created=None, updated=mtime,
+                                 problem=problem))
     return sorted(found, key=lambda s: (s.updated, s.id), reverse=True)
 
 
 def delete_session(session_id: str, home: Path | None = None, *,
                    missing_ok: bool = False) -> DeletedSession:
-    """Remove session ``session_id``: its file (readable or not), its folder of saved tool
-    outputs and its image folder (a link there is removed, never what it points to).
-    ``SessionError`` for an unknown id (nothing is removed; with ``missing_ok`` its folders
-    still are) or a file that cannot be removed."""
-    path = session_path(session_id, home)
-    if not path.is_file() and not missing_ok:
+    """Remove session ``session_id`` (and a file of it left from before the database), its
+    folder of saved tool outputs and its image folder (a link there is removed, never what
+    it points to). ``SessionError`` for an unknown id (nothing is removed; with
+    ``missing_ok`` its folders still are) or something that cannot be removed."""
+    home = Path(home or silica_home())
+    if not session_exists(session_id, home) and not missing_ok:
         raise SessionError(f"no session {session_id}; run `silica sessions list` to see the "
                            "ids")
-    images = (home or silica_home()) / "images" / session_id
-    _announce_deletion(session_id, home or silica_home())
-    removed = [target for target in (path, session_folder(session_id, home), images)
+    images = home / "images" / session_id
+    _announce_deletion(session_id, home)
+    store_of(home).delete(session_id)
+    removed = [target for target in (session_path(session_id, home),
+                                     session_folder(session_id, home), images)
                if _remove(target)]
     return DeletedSession(id=session_id, removed=removed)
 
@@ -201,7 +303,7 @@ def delete_sessions(session_ids: list[str],
     one raises ``SessionError`` before anything is removed."""
     ids = list(dict.fromkeys(session_ids))
     for session_id in ids:
-        if not session_path(session_id, home).is_file():
+        if not session_exists(session_id, home):
             raise SessionError(f"no session {session_id}; run `silica sessions list` to see "
                                "the ids (nothing was deleted)")
     return [delete_session(session_id, home) for session_id in ids]
@@ -246,39 +348,6 @@ def _one_line(text: str) -> str:
             cut = cut[:cut.rfind(" ")]
         text = cut.rstrip() + "…"
     return text
-
-
-def _read(path: Path) -> Conversation:
-    """The conversation in ``path``; every way the file can be bad is a ``SessionError``."""
-    keep = "the file was left as it is: fix it or move it away"
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError as exc:  # a hostile or broken file nested deeper than Python goes
-        raise SessionError(f"{path} is nested too deeply to be read; {keep}") from exc
-    except OSError as exc:
-        raise SessionError(f"cannot read session file {path}: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise SessionError(f"{path} is not UTF-8 text ({exc}); {keep}") from exc
-    except json.JSONDecodeError as exc:
-        raise SessionError(f"{path} is not valid JSON ({exc}); {keep}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SessionError(f"{path} is not a silica session file (no \"format\": "
-                           f"\"{FORMAT}\"); {keep}")
-    if data.get("version") != VERSION:
-        raise SessionError(f"{path} is a session file of version {data.get('version')!r}, "
-                           f"which this silica cannot read (it reads version {VERSION}); "
-                           "upgrade silica")
-    try:
-        return Conversation.model_validate(data.get("conversation"))
-    except RecursionError as exc:
-        raise SessionError(f"{path} is nested too deeply to be read; {keep}") from exc
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'conversation'}: {e['msg']}"
-            for e in exc.errors()[:3])
-        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-        raise SessionError(f"{path} holds an invalid conversation: {problems}{more}; "
-                           f"{keep}") from exc
 
 
 def _remove(target: Path) -> bool:

@@ -212,7 +212,9 @@ def _start(settings, resume: str | None = None, agent: str | None = None,
            provider: str | None = None, model: str | None = None,
            images: bool | None = None):
     from silica.agent.loop import Agent
+    from silica.agent.sessions import open_sessions
 
+    open_sessions()  # an unusable sessions database: one line, before anything is asked
     view = AgentView(images_setting(images, settings))
     if resume:
         return Agent.resume(resume, settings, agent=agent, provider=provider, model=model,

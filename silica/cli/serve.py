@@ -95,6 +95,9 @@ def serve(
         warn(warning)
     redis = _redis(redis)
     _log_to_stderr()
+    from silica.agent.sessions import open_sessions
+
+    open_sessions()  # an unusable sessions database: one line, before the daemon starts
     options = ServeOptions.make(settings, cwd=Path.cwd(), token=token, host=host,
                                 allow_shell=allow_shell, redis=redis, no_worker=no_worker)
     if no_worker and not options.redis:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from silica.cli.output import JsonFlag, fail, out, plain, print_json, print_table, say, table
+from silica.cli.output import JsonFlag, err, fail, out, plain, print_json, print_table, say, table
 from silica.cli.show import ImagesFlag
 
 app = App(name="sessions", help="Saved conversations (resume one with silica chat --resume ID).")
@@ -17,7 +19,7 @@ def list_sessions(*, json_: JsonFlag = False):
     """List saved sessions, newest first."""
     from silica.agent.sessions import list_sessions as saved
 
-    sessions = saved()
+    sessions = saved()  # an unusable database ends the command here, in one line
     if json_:
         print_json([s.model_dump(mode="json") for s in sessions])
         return
@@ -74,6 +76,35 @@ def show(session_id: str, *,
         say("  " + describe_image(shown, store.path(block.ref)))
 
     replay(conversation, None, console=out, style="", image=image)
+
+
+@app.command
+def export(session_id: str, *, output: Annotated[Path | None, Parameter(name="--output")] = None):
+    """Print a saved session as a JSON file (the format silica kept sessions in before its
+    database), to stdout or into a file.
+
+    Parameters
+    ----------
+    session_id
+        The session to export (see silica sessions list).
+    output
+        Write it into this file instead (replaced if it exists).
+    """
+    from silica.agent.sessions import export_session
+    from silica.fsutil import write_atomic
+
+    data = export_session(session_id)
+    if output is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        write_atomic(output, data)
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}; check the folder and its "
+             "permissions")
+    say(f"session {session_id} written to {output}", console=err, style="dim")
 
 
 def _store(session_id: str, settings):

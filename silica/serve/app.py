@@ -46,7 +46,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from silica.agent.sessions import SessionError, list_sessions, load_session, session_path
+from silica.agent.sessions import SessionError, check_id, list_sessions, load_session
 from silica.errors import SilicaError
 from silica.images.store import ID_PATTERN, find_image
 from silica.providers.clients import close_all
@@ -351,7 +351,7 @@ class Routes:
     def _sid(self, request: Request) -> str:
         sid = request.path_params["sid"]
         try:
-            session_path(sid, self.home)
+            check_id(sid)
         except SessionError:
             raise ApiError(400, "invalid_session_id", "a session id is 1-64 letters, digits, "
                            "'_' or '-' (starting with a letter or digit); GET /sessions lists "

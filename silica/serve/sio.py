@@ -36,7 +36,7 @@ from typing import Any
 import engineio  # type: ignore[import-untyped]  # the package ships no type hints
 import socketio  # type: ignore[import-untyped]  # the package ships no type hints
 
-from silica.agent.sessions import SessionError, session_path
+from silica.agent.sessions import SessionError, session_exists
 from silica.security.text import safe_text
 from silica.serve.approvals import Approvals, read_answer
 from silica.serve.asking import Elicitations
@@ -307,7 +307,7 @@ class Events(socketio.AsyncNamespace):
             await self.leave_room(sid, name)
 
     def _exists(self, session_id: str) -> bool:
-        return session_path(session_id, self.options.home).is_file()
+        return session_exists(session_id, self.options.home)
 
 
 def _refused(code: str, message: str) -> socketio.exceptions.ConnectionRefusedError:

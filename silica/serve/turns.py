@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from silica.agent.loop import Agent, TurnLimitReached
 from silica.agent.profiles import UnknownAgent
-from silica.agent.sessions import SessionError, delete_session, session_path
+from silica.agent.sessions import SessionError, delete_session, session_exists
 from silica.agent.turnlock import SessionBusy, TurnLock, busy
 from silica.blocks import ImageBlock, ImageRefBlock, TextBlock
 from silica.errors import SilicaError
@@ -144,7 +144,7 @@ class TurnRunner:
     # -- sessions -------------------------------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
-        return session_path(session_id, self.home).is_file()
+        return session_exists(session_id, self.home)
 
     def running_here(self, session_id: str) -> Slot | None:
         slot = self.slots.get(session_id)

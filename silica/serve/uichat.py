@@ -39,7 +39,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from silica.agent.sessions import SessionError, session_path
+from silica.agent.sessions import SessionError, check_id
 from silica.security.text import safe_text
 from silica.serve.bus import EventBus, turn_start
 from silica.serve.errors import ApiError, no_session
@@ -81,7 +81,7 @@ def parse_chat(doc: Any, home: Path) -> ChatBody:
     try:
         if not isinstance(sid, str):
             raise SessionError("not a string")
-        session_path(sid, home)
+        check_id(sid)
     except SessionError:
         raise ApiError(400, "invalid_session_id", '"id" (the chat, a silica session) must be '
                        "1-64 letters, digits, '_' or '-', starting with a letter or digit") \
