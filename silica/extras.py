@@ -17,6 +17,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "serve": ("silica serve", ("starlette", "uvicorn", "python_multipart", "socketio")),
     "gemini": ("the gemini provider", ("google.genai",)),
     "redis": ("silica serve --redis", ("redis",)),
+    "s3": ("images in an object store ([storage] images)", ("boto3",)),
 }
 """Every extra of pyproject.toml's [project.optional-dependencies] but ``all`` and ``dev``."""
 
