@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gemini": ("the gemini provider", ("google.genai",)),
     "redis": ("silica serve --redis", ("redis",)),
     "postgres": ("sessions in Postgres ([storage] database)", ("psycopg", "psycopg_pool")),
+    "s3": ("images in an object store ([storage] images)", ("boto3",)),
 }
 """Every extra of pyproject.toml's [project.optional-dependencies] but ``all`` and ``dev``."""
 

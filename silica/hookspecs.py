@@ -170,8 +170,9 @@ def silica_session_deleted(session_id: str, home: Path, settings: Settings) -> N
     and folders (so a plugin can still read what it left in ``session_folder``), with the
     silica ``home`` and the ``settings`` of that home. Work elsewhere (a remote service) is
     best effort: a plugin reports what it could not do as a warning and returns; a raising
-    plugin is reported and the session is deleted all the same. The default plugin deletes
-    the images the session uploaded to the Anthropic Files API.
+    plugin is reported and the session is deleted all the same. The default plugins delete
+    the images the session uploaded to the Anthropic Files API, and its images in the
+    object store (``[storage] images``).
     """
 
 

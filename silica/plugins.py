@@ -29,6 +29,7 @@ DEFAULT_PLUGINS = (
     "silica.default_plugins.image_check",
     "silica.default_plugins.providers",
     "silica.default_plugins.anthropic_files",
+    "silica.default_plugins.image_objects",
 )
 
 ENTRY_POINT_GROUP = "silica"

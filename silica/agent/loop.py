@@ -55,7 +55,7 @@ from silica.blocks import ImageBlock, ImageRefBlock, TextBlock, ToolCall, ToolRe
 from silica.config import Settings
 from silica.elicitation import Asker
 from silica.errors import SilicaError
-from silica.images.store import ImageStore, check_root, cleanup
+from silica.images.store import ImageStore, cleanup, open_image_store
 from silica.paths import silica_home
 from silica.providers.base import ModelInfo, Provider, Reply, Request, RequestMessage, Usage
 from silica.providers.clients import warm_up
@@ -181,7 +181,7 @@ class Agent:
         home = home or silica_home()
         info = provider.model_info(model)
         toolbox = toolbox or Toolbox(cwd=workdir, settings=settings, image_limits=info.limits)
-        store = ImageStore(check_root(home / "images"), conversation.id, settings.store)
+        store = open_image_store(home, conversation.id, settings)
         return cls(settings, provider, model, conversation, toolbox, store, home,
                    events or AgentEvents(), turn_lock=TurnLock(conversation.id, home),
                    tool_rule=tool_rule(settings, conversation.agent))

@@ -47,11 +47,13 @@ AgentName = Annotated[str | None, Parameter(name="--agent", help=(
 
 def _settings(max_turns: int | None, allow_shell: bool = False):
     from silica.config import load_settings
+    from silica.images.store import check_image_store
 
     if max_turns is not None and max_turns < 1:
         fail(f"--max-turns must be 1 or more (the model requests one message may take), "
              f"not {max_turns}", 2)
     settings = load_settings()
+    check_image_store(settings)  # an object store that cannot be used is said now, once
     changes: dict = {"max_turns": max_turns} if max_turns is not None else {}
     if allow_shell:  # "*" alone allows every command (silica.tools.shell)
         changes["shell"] = settings.shell.model_copy(update={"enabled": True, "allow": ["*"]})

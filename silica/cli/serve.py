@@ -69,6 +69,7 @@ def serve(
     """
     from silica.config import load_settings
     from silica.extras import require
+    from silica.images.store import check_image_store
     from silica.serve.options import (
         ExposedWithoutToken,
         ServeOptions,
@@ -78,6 +79,7 @@ def serve(
 
     require("serve")
     settings = load_settings()
+    check_image_store(settings)  # an object store that cannot be used is said before serving
     choice = choose_token(token_file=token_file, given=token, no_token=no_token,
                           variable=TOKEN_VAR)
     token = choice.token

@@ -108,10 +108,10 @@ def export(session_id: str, *, output: Annotated[Path | None, Parameter(name="--
 
 
 def _store(session_id: str, settings):
-    from silica.images.store import ImageStore, check_root
+    from silica.images.store import open_image_store
     from silica.paths import silica_home
 
-    return ImageStore(check_root(silica_home() / "images"), session_id, settings.store)
+    return open_image_store(silica_home(), session_id, settings)
 
 
 @app.command

@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 
 from silica.blocks import ImageBlock, ImageRef, ImageRefBlock, TextBlock
-from silica.config import StoreSettings
+from silica.config import Settings, StoreSettings
 from silica.errors import SilicaError
 from silica.fsutil import write_atomic
 from silica.paths import silica_home
@@ -149,7 +149,19 @@ class ImageStore:
 
     def path(self, ref: ImageRef) -> Path:
         """Where ``ref``'s bytes live (whether or not the file exists)."""
+        return self._file(ref)
+
+    def _file(self, ref: ImageRef) -> Path:
         return image_file(self.root, self.session, ref.id, ref.media_type)
+
+    def find(self, image_id: str) -> tuple[Path, str] | None:
+        """The file holding ``image_id`` and its media type, or None when the session has
+        no such image (``StoreError`` for an id that is not a sha256)."""
+        return find_image(self.root, self.session, check_id(image_id))
+
+    def count(self) -> int:
+        """How many images this session holds."""
+        return len(self._image_files())
 
     def used_bytes(self) -> int:
         """Bytes of images this session holds on disk."""
@@ -159,6 +171,11 @@ class ImageStore:
 
     def _image_files(self) -> list[Path]:
         return image_files(self.root, self.session)
+
+    def presigned_url(self, image_id: str) -> str | None:
+        """A URL of the object store that serves ``image_id`` for a few minutes, or None
+        (a folder has none; the image is served from ``find``'s file)."""
+        return None
 
     # -- writing --------------------------------------------------------------------------
 
@@ -182,7 +199,7 @@ class ImageStore:
                 return _not_kept(f"{_describe(block, alt)} could not be read to find its size")
         ref = ImageRef(id=hashlib.sha256(data).hexdigest(), media_type=block.media_type,
                        bytes=len(data), width=size[0], height=size[1])
-        target = self.path(ref)
+        target = self._file(ref)
         if not self._holds(target, ref):
             budget = self.settings.max_session_bytes
             used = self.used_bytes()
@@ -265,7 +282,7 @@ class ImageStore:
     def read(self, ref: ImageRef) -> bytes:
         """The bytes ``ref`` names, checked against its sha256; ``StoreError`` if the file is
         missing or was changed."""
-        target = self.path(ref)
+        target = self._file(ref)
         try:
             if target.is_symlink():
                 raise StoreError(f"image file {target} is a symlink, which the store never "
@@ -351,3 +368,26 @@ def _size(n: int) -> str:
 
 def _not_kept(reason: str) -> TextBlock:
     return TextBlock(text=f"[image not kept: {reason}]")
+
+
+def open_image_store(home: Path, session: str, settings: Settings) -> ImageStore:
+    """The image store of ``session`` under silica home ``home``: the folder
+    ``home/images/<session>``, or, with ``[storage] images`` set, that folder as a verified
+    cache in front of the object store (``silica.images.cached``). Makes no request and
+    touches nothing on disk; ``StoreError`` for a bad session name or a root that is a file."""
+    root = check_root(Path(home) / "images")
+    if settings.storage.images:
+        from silica.images.cached import CachedImageStore
+
+        return CachedImageStore(root, session, settings.store, url=settings.storage.images)
+    return ImageStore(root, session, settings.store)
+
+
+def check_image_store(settings: Settings) -> None:
+    """With ``[storage] images`` set, one cheap request to the object store (``serve``,
+    ``ask`` and ``chat`` make it at start): ``StoreError`` saying what to do when the bucket
+    is missing, the credentials are refused or the store cannot be reached."""
+    if settings.storage.images:
+        from silica.images.cached import check_objects
+
+        check_objects(settings.storage.images)

@@ -48,7 +48,7 @@ from starlette.routing import Route
 
 from silica.agent.sessions import SessionError, check_id, list_sessions, load_session
 from silica.errors import SilicaError
-from silica.images.store import ID_PATTERN, find_image
+from silica.images.store import ID_PATTERN, StoreError, open_image_store
 from silica.providers.clients import close_all
 from silica.serve import history as views
 from silica.serve.approvals import ANSWER_EXAMPLE as DECISION_EXAMPLE
@@ -75,9 +75,10 @@ _STATIC_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,100}$")
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
           ".ico": "image/x-icon", ".json": "application/json", ".txt": "text/plain"}
+IMG_SRC = "img-src 'self' blob: data:"
 PAGE_HEADERS = {
     # the page shows what models and tools say: nothing it shows may run as script
-    "Content-Security-Policy": ("default-src 'self'; img-src 'self' blob: data:; "
+    "Content-Security-Policy": (f"default-src 'self'; {IMG_SRC}; "
                                 "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
                                 "form-action 'self'"),
     "X-Content-Type-Options": "nosniff",
@@ -171,6 +172,7 @@ class Routes:
         self.options, self.runner, self.bus, self.ui = options, runner, bus, ui
         self.home = options.home
         self.apps = AppHost(options)
+        self._store_origin: str | None = None  # where presigned image URLs point
 
     def table(self) -> list[Route]:
         return [
@@ -196,11 +198,30 @@ class Routes:
 
     async def page(self, request: Request) -> Response:
         response = self._static_file("index.html")
+        policy = response.headers["Content-Security-Policy"]
+        store = await self._image_origin()
+        if store:  # presigned image URLs: the page's images come from the object store too
+            policy = policy.replace(IMG_SRC, f"{IMG_SRC} {store}")
         sandbox = sandbox_origin(request.headers.get("host", ""), request.url.scheme)
         if sandbox:  # its MCP Apps' frames come from there, and nothing else may be framed
-            policy = response.headers["Content-Security-Policy"]
-            response.headers["Content-Security-Policy"] = f"{policy}; frame-src {sandbox}"
+            policy = f"{policy}; frame-src {sandbox}"
+        response.headers["Content-Security-Policy"] = policy
         return response
+
+    async def _image_origin(self) -> str | None:
+        """The object store's origin when images are served by presigned URLs, else None."""
+        url = _presigned(self.options)
+        if url is None:
+            return None
+        if self._store_origin is None:
+            from silica.storage.objects import object_store
+
+            try:
+                self._store_origin = await asyncio.to_thread(object_store(url).origin)
+            except SilicaError as exc:  # then no image loads, and the log says why
+                log.warning("cannot allow the object store's images on the page: %s", exc)
+                return None
+        return self._store_origin
 
     async def static(self, request: Request) -> Response:
         return self._static_file(request.path_params["name"])
@@ -232,11 +253,15 @@ class Routes:
                                              workspace=body.get("workspace"))
             return JSONResponse({"session_id": sid}, status_code=201)
         found = await asyncio.to_thread(list_sessions, self.home)
-        return JSONResponse({"sessions": [self._summary(info) for info in found]})
+        counts = await asyncio.to_thread(self._count_images, found)  # an object store is asked
+        return JSONResponse({"sessions": [self._summary(info, count)
+                                          for info, count in zip(found, counts, strict=True)]})
 
-    def _summary(self, info) -> dict:
-        return views.summary(info, images=views.count_images(self.home, info.id),
-                             running=self.runner.is_running(info.id))
+    def _count_images(self, found: list) -> list[int]:
+        return [views.count_images(self.home, info.id, self.options.settings) for info in found]
+
+    def _summary(self, info, images: int) -> dict:
+        return views.summary(info, images=images, running=self.runner.is_running(info.id))
 
     async def session(self, request: Request) -> Response:
         sid = self._sid(request)
@@ -248,7 +273,8 @@ class Routes:
         found = [s for s in await asyncio.to_thread(list_sessions, self.home) if s.id == sid]
         if not found:
             raise no_session(sid)
-        return JSONResponse(self._summary(found[0]))
+        counts = await asyncio.to_thread(self._count_images, found)
+        return JSONResponse(self._summary(found[0], counts[0]))
 
     async def message(self, request: Request) -> Response:
         sid = self._sid(request)
@@ -282,14 +308,25 @@ class Routes:
         if not ID_PATTERN.fullmatch(image_id):
             raise ApiError(400, "invalid_image_id", "an image id is 64 lowercase hex digits "
                            "(the sha256 of the image), as in the image URLs of the history")
-        found = find_image(self.home / "images", sid, image_id)
+        headers = {"ETag": f'"{image_id}"', "Cache-Control": IMMUTABLE,
+                   "X-Content-Type-Options": "nosniff",
+                   "Content-Security-Policy": "default-src 'none'; sandbox"}
+        store = open_image_store(self.home, sid, self.options.settings)
+        try:
+            if _presigned(self.options):
+                url = await asyncio.to_thread(store.presigned_url, image_id)
+                if url is not None:  # the browser fetches it from the store, for a while
+                    return Response(status_code=307, headers={
+                        "Location": url, "Cache-Control": "no-store",
+                        "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"})
+                found = None
+            else:  # through the store: fetched into the folder and checked when not there
+                found = await asyncio.to_thread(store.find, image_id)
+        except StoreError as exc:
+            raise ApiError(502, "image_unavailable", str(exc)) from None
         stat = _lstat(found[0]) if found is not None else None
         if found is not None and stat is not None:
             path, mime = found
-            etag = f'"{image_id}"'
-            headers = {"ETag": etag, "Cache-Control": IMMUTABLE,
-                       "X-Content-Type-Options": "nosniff",
-                       "Content-Security-Policy": "default-src 'none'; sandbox"}
             if _matches(request.headers.get("if-none-match", ""), image_id):
                 return Response(status_code=304, headers=headers)
             return FileResponse(path, media_type=mime, headers=headers, stat_result=stat)
@@ -383,6 +420,12 @@ async def _json_body(request: Request, keys: tuple[str, ...], *,
         raise ApiError(400, "unknown_field", f"unknown field {str(unknown[0])[:100]!r}; "
                        f"{what} takes {', '.join(keys)}")
     return body
+
+
+def _presigned(options: ServeOptions) -> str | None:
+    """The object store's URL when the page gets images by presigned URLs from it."""
+    storage = options.settings.storage
+    return storage.images if storage.images and storage.image_urls == "presigned" else None
 
 
 def _matches(header: str, image_id: str) -> bool:

@@ -15,6 +15,7 @@ provider failed, the turn limit was reached).
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,10 @@ from typing import Any
 from silica.agent.conversation import Conversation, ToolResultBlock
 from silica.agent.sessions import SessionInfo, title
 from silica.blocks import ImageRefBlock, TextBlock, ToolCall, for_user
-from silica.images.store import StoreError, image_files
+from silica.config import Settings, load_settings
+from silica.images.store import StoreError, open_image_store
+
+log = logging.getLogger("silica.serve")
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
@@ -117,11 +121,18 @@ def summary(info: SessionInfo, *, images: int, running: bool) -> dict:
     return item
 
 
-def count_images(home: Path, session_id: str) -> int:
-    """Images the session's store holds (``silica.images.store.image_files``)."""
+def count_images(home: Path, session_id: str, settings: Settings | None = None) -> int:
+    """Images the session's store holds (``ImageStore.count``: the folder's files, or the
+    object store's objects); ``settings`` default to those of ``home``. Makes a request to
+    an object store: call it off the event loop."""
     try:
-        return len(image_files(home / "images", session_id))
+        store = open_image_store(home, session_id, settings or load_settings(home))
     except StoreError:  # not a session name: it holds none
+        return 0
+    try:
+        return store.count()
+    except StoreError as exc:  # the object store cannot say now: none counted
+        log.warning("cannot count the images of session %s: %s", session_id, exc)
         return 0
 
 

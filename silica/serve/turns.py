@@ -245,9 +245,10 @@ class TurnRunner:
             raise
         try:
             await asyncio.to_thread(catch_up, agent)  # may read the session file again
+            stored = await asyncio.to_thread(count_images, self.home, session_id,
+                                             agent.settings)  # an object store is asked
             incoming = await read_message(request, settings=agent.settings,
-                                          limits=agent.info.limits,
-                                          stored_images=count_images(self.home, session_id),
+                                          limits=agent.info.limits, stored_images=stored,
                                           budget=self.bodies, doc=doc)
             if incoming.workspace is not None:
                 self._use_workspace(agent, check_workspace(
