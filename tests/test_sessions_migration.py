@@ -138,6 +138,21 @@ def test_running_again_imports_nothing_twice(old_home, tmp_path):
     assert (home / "imported-sessions" / f"{sid}.1.json").read_bytes() == files[sid]
 
 
+def test_commands_started_at_once_import_each_file_once(old_home, tmp_path):
+    _, files, seen = old_home
+    home, env = fresh_copy(old_home, tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "silica", "sessions", "list", "--json"],
+                              env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(4)]
+    done = [(p.wait(120), *p.communicate()) for p in procs]
+    assert all(code == 0 for code, _, _ in done), [err for _, _, err in done]
+    said = b"".join(err for _, _, err in done).decode()
+    assert said.count("moved 2 session files") == 1 and "already holds" not in said
+    for _, out, _ in done:
+        assert without_path(json.loads(out)) == without_path(seen["list"])
+    assert len(list((home / "imported-sessions").glob("*.json"))) == 2
+
+
 def test_a_migration_killed_midway_finishes_on_the_next_run(old_home, tmp_path):
     _, files, seen = old_home
     home, env = fresh_copy(old_home, tmp_path)
@@ -159,3 +174,52 @@ def test_a_migration_killed_midway_finishes_on_the_next_run(old_home, tmp_path):
     assert kept == sorted(f"{k}.json" for k in files if k != "broken")
     for sid in kept:
         assert run("sessions", "export", sid[:-5], env=env).stdout == files[sid[:-5]]
+
+
+# -- the schema: Alembic's revisions, checked cheaply -----------------------------------------
+
+
+def test_the_newest_revision_is_the_one_silica_checks_for():
+    from alembic.script import ScriptDirectory
+
+    from silica.storage import schema
+
+    assert ScriptDirectory(str(schema.MIGRATIONS)).get_current_head() == schema.HEAD
+
+
+OPEN = """
+import sys
+from silica.agent.sessions import list_sessions
+list_sessions()
+print(sorted({m.split(".")[0] for m in sys.modules} & {"alembic", "sqlalchemy", "psycopg"}))
+"""
+
+
+def test_only_a_database_behind_pays_for_alembic(tmp_path):
+    env = {**os.environ, "SILICA_HOME": str(tmp_path / "home")}
+    env.pop("SILICA_DATABASE", None)
+
+    def opened() -> str:
+        done = subprocess.run([sys.executable, "-c", OPEN], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert opened() == "['alembic', 'sqlalchemy']"  # a new home: the schema is made
+    assert opened() == "[]"  # then every open is one SELECT
+
+
+def test_a_database_from_a_newer_silica_is_one_clear_line(tmp_path):
+    import sqlite3
+
+    home = tmp_path / "home"
+    env = {**os.environ, "SILICA_HOME": str(home), "SILICA_RESIDENT": "0"}
+    env.pop("SILICA_DATABASE", None)
+    assert run("sessions", "list", env=env).returncode == 0
+    with sqlite3.connect(home / "sessions.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '9999'")
+    done = run("sessions", "list", env=env)
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert done.stderr.decode().strip() == (
+        f"error: the sessions database {home / 'sessions.db'} was made by a newer silica "
+        "(schema 9999; this one knows up to 0001); upgrade silica")

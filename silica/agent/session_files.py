@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from silica import locks
 from silica.agent.conversation import Conversation
 from silica.storage import SessionError, SessionStore
 
@@ -93,11 +94,23 @@ def leftover_files(folder: Path) -> list[Path]:
 def import_files(store: SessionStore, home: Path) -> None:
     """Move the readable session files of ``<home>/sessions`` into ``store`` (see the module
     docstring); says on the ``silica.sessions`` logger what moved and where the files are."""
+    if not leftover_files(home / "sessions"):
+        return
+    try:  # one process at a time: two starting at once must not both move a file
+        fd = locks.wait_for(home / "sessions" / ".import.lock")
+    except OSError as exc:
+        raise SessionError(f"cannot import the session files of {home / 'sessions'}: "
+                           f"{exc.strerror or exc}; check the permissions of that folder"
+                           ) from exc
+    try:
+        _import(store, home, leftover_files(home / "sessions"))  # what is left by then
+    finally:
+        locks.release(fd)
+
+
+def _import(store: SessionStore, home: Path, files: list[Path]) -> None:
     from silica.agent.sessions import row_of
 
-    files = leftover_files(home / "sessions")
-    if not files:
-        return
     kept = home / KEPT
     moved = 0
     for path in sorted(files):

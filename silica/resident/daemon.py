@@ -41,7 +41,10 @@ WARM = ("silica.cli", "silica.cli.agent", "silica.cli.output", "silica.cli.trans
         "silica.tools.pyenv", "silica.tools.reaper", "silica.tools.workers",
         "silica.tools.read_file", "silica.results.escapes", "silica.results.json_images",
         "silica.images.sniff", "silica.packs.folders", "silica.providers.vision",
-        "pybase64", "stringzilla", "uv", "ctypes", "py_compile", "resource")
+        "pybase64", "stringzilla", "uv", "ctypes", "py_compile", "resource",
+        # the session store a run opens (only imported here: a child opens its own connection)
+        "silica.agent.session_files", "silica.storage.sqlite", "silica.storage.schema",
+        "sqlite3")
 """What a run would import first: imported once here, before the first fork."""
 
 

@@ -26,7 +26,15 @@ VERSION = "SELECT version FROM sessions WHERE id = ?"
 def values(row: SessionRow, document: str, version: str) -> tuple:
     """The parameters of ``SAVE`` and ``INSERT_NEW``."""
     return (row.id, document, version, moment(row.created), moment(row.updated), row.turns,
-            row.messages, row.title, row.provider, row.model, row.replies)
+            row.messages, column_text(row.title), column_text(row.provider),
+            column_text(row.model), row.replies)
+
+
+def column_text(text: str) -> str:
+    """``text`` as a summary column keeps it: a NUL (which Postgres text cannot hold) as
+    U+FFFD, a lone surrogate (which is no UTF-8) as its backslash escape. Only what is
+    listed changes; the document keeps every character."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def summary(found: tuple) -> SessionRow:
