@@ -14,7 +14,7 @@ it keeps ``ImageStore``'s interface and promises, and adds:
   cleanup removed the copy) and check it: bytes whose sha256 is not their name are refused
   with ``StoreError`` and never cached, never handed on.
 - ``count`` and ``used_bytes`` count the session's objects, not the folder's copies, so the
-  session's budget holds on every machine.
+  session's budget holds on every machine (listed afresh for each ``put_message``).
 - ``presigned_url`` gives a short-lived URL of the object (``[storage] image_urls =
   "presigned"``); the browser then fetches it from the store, unchecked by silica.
 - ``delete_objects`` removes the session's objects (``silica_session_deleted``'s default
@@ -80,7 +80,9 @@ class CachedImageStore(ImageStore):
         return self._names
 
     def _list(self, start: str = "") -> dict[str, int]:
-        return _asked(lambda: self.objects.names(self.session, start=start))
+        """The session's objects silica could have written (an extension it uses)."""
+        names = _asked(lambda: self.objects.names(self.session, start=start))
+        return {n: size for n, size in names.items() if n.rpartition(".")[2] in _TYPES}
 
     def count(self) -> int:
         """How many images the object store holds for this session (asked each time)."""
@@ -117,6 +119,12 @@ class CachedImageStore(ImageStore):
         return _asked(lambda: self.objects.delete_session(self.session))
 
     # -- writing --------------------------------------------------------------------------
+
+    def put_message(self, blocks: list, alt: str = "", *, keep_going: bool = False) -> list:
+        """As ``ImageStore.put_message``, with the session's objects listed afresh when an
+        image needs it: another machine may have added some since (a turn on a worker)."""
+        self._names = self._used = None
+        return super().put_message(blocks, alt, keep_going=keep_going)
 
     def _holds(self, target: Path, ref: ImageRef) -> bool:
         """Whether the object store holds ``ref`` already (objects are named by their

@@ -12,7 +12,8 @@ Routes (errors are ``{"error": {"code", "message"}}``; docs/serve.md has the sha
     DELETE /sessions/{sid}                    {"deleted": sid}
     POST   /sessions/{sid}/messages           202 {"turn_id", "turn"}; ?wait=true: 200 the outcome
     GET    /sessions/{sid}/history            {"session_id", ..., "messages", "turns"}
-    GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable)
+    GET    /sessions/{sid}/images/{image_id}  the image (ETag, immutable); 307 to the object
+                                              store with [storage] image_urls = "presigned"
     GET    /sessions/{sid}/events             server-sent events
     POST   /sessions/{sid}/elicitations/{eid} {"action", "content"}: answer a tool's request
     GET    /sessions/{sid}/apps/{call_id}     the MCP App of a call's result (HTML, CSP, data)

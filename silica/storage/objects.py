@@ -7,9 +7,9 @@
     store.presign("SESSION", "SHA256.png")             # a GET URL that works for a few minutes
     store.delete_session("SESSION")                    # every object of the session
 
-boto3 is the field's S3 client: AWS S3 and every S3-compatible store (MinIO, Ceph, R2,
-Garage, SeaweedFS...) speak to it, and it brings the credential chain, SigV4 signing,
-retries and presigning that would otherwise be written by hand. It is silica's ``s3`` extra.
+boto3 is the field's S3 client: AWS S3 and every S3-compatible store speak to it, and it
+brings the credential chain, SigV4 signing, retries and presigning that would otherwise be
+written by hand. It is silica's ``s3`` extra.
 
 What callers may rely on:
 
