@@ -62,7 +62,7 @@ def test_a_last_event_id_header_is_an_id_or_a_400(value):
         assert exc.status == 400 and exc.code == "invalid_event_id"
         assert value.strip() and parse_id(value) is None
         return
-    assert key == (parse_id(value) if value else None)
+    assert key == (parse_id(value) if value.strip() else None)
 
 
 @given(U64, U64, U64, U64)
@@ -103,7 +103,7 @@ def test_ids_of_no_stream_or_from_elsewhere_reset():
     assert must_reset((2, 0), Span((3, 0), (4, 0), dropped=(2, 0))) is False
 
 
-@pytest.mark.parametrize("bad", ["", " ", "x", "1", "-1-0", "1-0-0", "1_0"])
+@pytest.mark.parametrize("bad", ["", "x", "1", "-1-0", "1-0-0", "1_0"])
 def test_a_query_that_is_not_an_id_is_a_400_or_nothing(bad):
     if not bad:
         assert resume_point(request({}, "after=")) is None

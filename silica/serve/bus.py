@@ -12,7 +12,8 @@ listeners as the ``event_id`` key of its data. A listener that gives ``after`` (
 last event it has) first gets the session's events after it, then the live ones, with none
 missed or given twice at the join; when events after it are gone it gets one ``reset``
 event instead (``eventlog.reset_event``: read the history), whose ``event_id`` resumes from
-there. This bus keeps each session's recent events itself (``eventlog.Windows``); the bus
+there (also when it missed more than ``REPLAY_MAX``). This bus keeps each session's recent
+events itself (``eventlog.Windows``); the bus
 shared by several daemons (``silica.serve.redis_bus``) appends them to the session's Redis
 stream and hands what it reads from there to ``deliver``, its own events included.
 
@@ -66,6 +67,7 @@ log = logging.getLogger("silica.serve")
 
 NAMESPACE = "/events"
 QUEUE_SIZE = 5000  # events a stream may fall behind before it is ended
+REPLAY_MAX = QUEUE_SIZE // 2  # events a resuming stream is given; more missed: a reset
 _END = ("", None)
 
 Entry = tuple[Key, str, dict]  # (id, event, data without its id)
@@ -326,6 +328,8 @@ class EventBus:
     async def _catch_up(self, stream: Subscription, after: Key | None) -> None:
         sid = stream.session_id
         entries, floor, reset = await self.replay(sid, after)
+        if len(entries) > REPLAY_MAX:  # more than its queue should take at once: read the history
+            entries, floor, reset = [], entries[-1][0], True
         items: list[Event] = []
         if reset:
             items.append(Event("reset", {**reset_event(sid),
@@ -341,11 +345,12 @@ class EventBus:
         stream.release(items, floor)
         self.watching(sid, stream.last)
 
-    async def replay(self, session_id: str, after: Key | None
-                     ) -> tuple[list[Entry], Key | None, bool]:
+    async def replay(self, session_id: str, after: Key | None, *,
+                     limit: int | None = REPLAY_MAX) -> tuple[list[Entry], Key | None, bool]:
         """``(entries, floor, reset)``: the session's events after ``after`` (none when it
         is ``None``: live only), the id a listener has everything up to once given them,
-        and whether events after ``after`` are gone (then no entries: a ``reset``)."""
+        and whether events after ``after`` are gone (then no entries: a ``reset``).
+        ``limit``: more than that many entries may be left out (the caller resets)."""
         window = self.windows.get(session_id)
         span = window.span() if window is not None else Span(None, None)
         if after is None:

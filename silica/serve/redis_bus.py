@@ -49,7 +49,7 @@ from redis.retry import Retry
 
 from silica.errors import SilicaError
 from silica.security.urls import mask_urls
-from silica.serve.bus import Entry, EventBus
+from silica.serve.bus import REPLAY_MAX, Entry, EventBus
 from silica.serve.eventlog import (
     IMAGE_EVENTS,
     ZERO,
@@ -327,8 +327,8 @@ class RedisBus(EventBus):
 
     # -- replay -----------------------------------------------------------------------------
 
-    async def replay(self, session_id: str, after: Key | None
-                     ) -> tuple[list[Entry], Key | None, bool]:
+    async def replay(self, session_id: str, after: Key | None, *,
+                     limit: int | None = REPLAY_MAX) -> tuple[list[Entry], Key | None, bool]:
         key = stream_key(session_id)
         try:
             span = await self._span(key)
@@ -336,22 +336,25 @@ class RedisBus(EventBus):
                 return [], span.last, False
             if must_reset(after, span):
                 return [], span.last, True
-            return await self._range(key, after), after, False
+            return await self._range(key, after, limit), after, False
         except (redis.RedisError, OSError) as exc:
             self.lost(exc)
             # Redis is away: the listener goes on from the newest id this daemon read
             return [], after if after is not None else self.positions.get(session_id), False
 
-    async def _range(self, key: str, after: Key) -> list[Entry]:
+    async def _range(self, key: str, after: Key, limit: int | None) -> list[Entry]:
+        """The entries after ``after``: all, or (``limit``) at least ``limit`` and one more
+        when there are (that many missed is a reset for a listener)."""
         out: list[Entry] = []
         start = f"({format_id(after)}"
-        while True:
+        while limit is None or len(out) <= limit:
             page = cast(list, await self.reader.xrange(key, min=start, max="+",
                                                        count=READ_COUNT))
             out += [entry for entry in (_decode(one) for one in page) if entry]
             if len(page) < READ_COUNT:
                 return out
             start = f"({page[-1][0]}"
+        return out
 
     async def recent(self, session_id: str) -> list[Entry]:
         try:

@@ -42,8 +42,9 @@ def encode(event: str, data: object) -> bytes:
 def resume_point(request: Request) -> Key | None:
     """The id a client resumes after (``Last-Event-ID``, else ``?after``); ``None``: live
     only. ``ApiError`` 400 for a value that is not an event id."""
-    given = request.headers.get("last-event-id") or request.query_params.get("after")
-    if not given:
+    given = (request.headers.get("last-event-id") or request.query_params.get("after")
+             or "").strip()
+    if not given:  # blank: none
         return None
     key = parse_id(given)
     if key is None:

@@ -359,23 +359,25 @@ async def _chunks(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
 async def _kept_chunks(bus: EventBus, session_id: str, turn_id: str, after: Key,
                        base_url: str) -> AsyncIterator[bytes]:
     chunks = TurnChunks(turn_id, base_url=base_url)
-    async with bus.subscribe(session_id, after=after) as live:
-        shown: list[Chunk] = []
-        for event, data in live.ready():  # what the turn said so far
-            if event == "reset":
-                shown.append({"type": "error", "errorText": (
-                    "the turn's first events are no longer kept; read GET "
-                    f"/sessions/{session_id}/history")})
-                break
-            shown += chunks.feed(event, data)
-        if shown:
-            yield b"".join(encode(chunk) for chunk in shown)
-        if chunks.ended or (shown and shown[-1]["type"] == "error" and not chunks.started):
-            yield DONE
-            return
-        if chunks.waiting:
-            yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
-            return
+    kept, floor, reset = await bus.replay(session_id, after, limit=None)  # said so far
+    if reset:
+        yield encode({"type": "error", "errorText": (
+            "the turn's first events are no longer kept; read GET "
+            f"/sessions/{session_id}/history")}) + DONE
+        return
+    shown: list[Chunk] = []
+    for _, event, data in kept:
+        shown += chunks.feed(event, data)
+    if shown:
+        yield b"".join(encode(chunk) for chunk in shown)
+    if chunks.ended:
+        yield DONE
+        return
+    if chunks.waiting:
+        yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
+        return
+    last = kept[-1][0] if kept else floor
+    async with bus.subscribe(session_id, after=last) as live:
         while True:
             try:
                 item = await live.next(PING_EVERY)
@@ -390,7 +392,7 @@ async def _kept_chunks(bus: EventBus, session_id: str, turn_id: str, after: Key,
             made = chunks.feed(*item)
             if made:
                 yield b"".join(encode(chunk) for chunk in made)
-            if chunks.ended:
+            if chunks.ended or item[0] == "reset":
                 yield DONE
                 return
             if item[0] == "approval" and chunks.waiting:
