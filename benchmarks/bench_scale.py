@@ -184,20 +184,20 @@ def model_server(root: Path):
 def engines(root: Path):
     """Postgres, Redis and the S3 server, started once; the environment every silica process
     of a run gets to use them."""
-    from pg_server import PgServer
+    from pg_server import PostgresServer
     from redis_server import RedisServer
     from s3_server import S3Server
 
     redis = RedisServer(root / "redis").start()
     pg = s3 = None
     try:
-        pg = PgServer(root / "pg").start()
+        pg = PostgresServer(root / "pg").start()
         s3 = S3Server(root / "s3", bucket=BUCKET, prefix=PREFIX).start()
         yield redis, {"SILICA_DATABASE": pg.url, **s3.env, "SILICA_IMAGES": s3.url}
     finally:
         for server in (s3, pg, redis):
             if server is not None:
-                server.stop()
+                getattr(server, "remove", server.stop)()
 
 
 # -- one run: fresh fronts and workers --------------------------------------------------------
