@@ -83,6 +83,10 @@ P99_TARGET = 0.050
 STEP_TIMEOUT = 900.0  # seconds one run's turns may take before the run gives up
 START_TIMEOUT = 120.0
 BUCKET, PREFIX = "silica-bench", "scale"
+# Connections a client opens at once to one front: a front keeps at most 64 connections that
+# have not shown the token yet ([serve] max_pending_connections) and closes the oldest past
+# that, so 200 clients connect in batches and post over a pool of keep-alive connections.
+OPENING = 32
 STREAM_ID = re.compile(r"^(\d+)-\d+$")  # a Redis stream entry id: milliseconds-sequence
 
 
@@ -329,8 +333,9 @@ async def drive(fronts: list[Daemon], sids: list[str], images: list[bytes], prog
     other front reads its events; the seconds from the first post to the last turn_end, the
     clients, and the sessions whose history is not whole."""
     clients = [Client(fronts[(i + 1) % 2], sid) for i, sid in enumerate(sids)]
-    await asyncio.gather(*(c.open() for c in clients))
-    limits = httpx2.Limits(max_connections=len(sids) + 8)
+    for start in range(0, len(clients), OPENING):
+        await asyncio.gather(*(c.open() for c in clients[start:start + OPENING]))
+    limits = httpx2.Limits(max_connections=OPENING)
     timeout = httpx2.Timeout(STEP_TIMEOUT)
     posters = [f.async_client(limits=limits, timeout=timeout) for f in fronts]
     try:
