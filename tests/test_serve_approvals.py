@@ -376,7 +376,7 @@ def test_a_turn_stopped_with_its_daemon_is_denied_and_shown_so_after_a_restart(m
     assert not (tmp_path / "stopped.txt").exists()
 
 
-def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_the_answer(
+def test_a_second_daemon_over_redis_shows_the_request_and_its_answer_reaches_the_asking_one(
         model, tmp_path):
     from redis_server import RedisServer
 
@@ -398,12 +398,13 @@ def test_a_second_daemon_over_redis_shows_the_request_and_the_asking_one_takes_t
                     [*_, (_, heard)] = await sio.until("approval")
                     assert heard == asked
                     url = f"/sessions/{sid}/approvals/{asked['id']}"
-                    elsewhere = await at_a.post(url, json={"decision": "once"})
-                    assert elsewhere.status_code == 404
-                    assert "daemon whose turn asked" in elsewhere.json()["error"]["message"]
-                    sent = await at_b.post(url, json={"decision": "once"})
+                    # answered at A, it reaches B (whose turn asked) through Redis
+                    sent = await at_a.post(url, json={"decision": "once"})
                     assert sent.status_code == 200, sent.text
                     [*_, (_, done)] = await sio.until("approval_done")
+                    again = await at_b.post(url, json={"decision": "once"})
+                    assert again.status_code == 409, again.text
+                    assert again.json()["error"]["code"] == "approval_answered"
                     return asked, done, await sse.until("turn_end")
 
             asked, done, events = asyncio.run(go())

@@ -425,13 +425,19 @@ def test_a_second_daemon_over_redis_carries_the_request_and_its_end(model, tmp_p
                     [*_, (_, heard)] = await sio.until("elicitation")
                     assert heard == asked
                     url = f"/sessions/{sid}/elicitations/{asked['id']}"
-                    elsewhere = await at_a.post(url, json={"action": "decline"})
-                    assert elsewhere.status_code == 404
-                    assert "daemon whose turn asked" in elsewhere.json()["error"]["message"]
-                    sent = await at_b.post(url, json={"action": "accept",
+                    # answered at A, it reaches B (whose turn asked) through Redis, checked
+                    # there: an answer that does not fit is refused as B refuses it
+                    bad = await at_a.post(url, json={"action": "accept",
+                                                     "content": {"count": "many"}})
+                    assert bad.status_code == 400, bad.text
+                    assert bad.json()["error"]["code"] == "invalid_answer"
+                    sent = await at_a.post(url, json={"action": "accept",
                                                       "content": {"name": "Bo", "count": 1}})
                     assert sent.status_code == 200, sent.text
+                    assert sent.json()["action"] == "accept"
                     [*_, (_, done)] = await sio.until("elicitation_done")
+                    again = await at_b.post(url, json={"action": "decline"})
+                    assert again.status_code == 409, again.text
                     events = await sse.until("turn_end")
                     return asked, done, events
 

@@ -251,8 +251,9 @@ def test_a_socketio_client_moving_from_a_to_b_mid_turn_sees_every_event_once_in_
     assert by_name(stayed)["turn_end"]["text"] == "Opened."
 
 
-def test_the_ai_sdk_resume_route_on_b_streams_a_turn_running_on_a(pair, tmp_path):
-    a, b, srv = pair["a"], pair["b"], pair["srv"]
+def test_the_ai_sdk_resume_route_of_a_daemon_started_mid_turn_streams_the_turn(pair,
+                                                                                tmp_path):
+    a, srv = pair["a"], pair["srv"]
     gate = tmp_path / "open"
     srv.add(text("Opening. ") + tool_call("gate", {"path": str(gate)}), text("Opened."))
     sid = new_session(a)
@@ -262,17 +263,21 @@ def test_the_ai_sdk_resume_route_on_b_streams_a_turn_running_on_a(pair, tmp_path
             sent = await post(a, sid, "open the gate")
             assert sent.status_code == 202, sent.text
             await watch.until("tool_call")
-            async with b.async_client() as http, \
-                    http.stream("GET", f"/api/chat/{sid}/stream") as resumed:
-                assert resumed.status_code == 200
-                gate.write_text("go")
-                lines = [line async for line in resumed.aiter_lines()]
+            # a daemon that joins the pool now has heard nothing of this turn
+            late = await asyncio.to_thread(
+                start_daemon, a.home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
+                args=["--redis", pair["url"]], cwd=a.home.parent)
+            with late:
+                async with late.async_client() as http, \
+                        http.stream("GET", f"/api/chat/{sid}/stream") as resumed:
+                    assert resumed.status_code == 200
+                    gate.write_text("go")
+                    lines = [line async for line in resumed.aiter_lines()]
             await watch.until("turn_end")
             return lines, watch.events
 
     lines, events = asyncio.run(run())
-    chunks = [json.loads(line[6:]) for line in lines
-              if line.startswith("data: {")]
+    chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
     kinds = [chunk["type"] for chunk in chunks]
     turn_id = by_name(events)["message"]["turn_id"]
     assert kinds[0] == "start" and chunks[0]["messageId"] == turn_id

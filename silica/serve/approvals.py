@@ -198,8 +198,7 @@ class Approvals:
             raise ApiError(404, "approval_gone", f"approval {approval_id[:64]} is gone "
                            f"({why}): the command was denied; ask the model to run it again")
         raise ApiError(404, "no_approval", f"session {session_id} has no open approval "
-                       f"{approval_id[:64]} here (an approval is answered at the daemon whose "
-                       "turn asked); the approval events and the history name them")
+                       f"{approval_id[:64]}; the approval events and the history name them")
 
     def _remember(self, session_id: str, pattern: str) -> None:
         """Allow ``pattern`` for the rest of the session, and let the session's open

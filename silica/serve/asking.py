@@ -135,8 +135,7 @@ class Elicitations:
                 raise ApiError(409, "elicitation_finished", f"request {eid[:64]} was already "
                                "answered, timed out or cancelled")
             raise ApiError(404, "no_elicitation", f"session {session_id} has no open "
-                           f"request {eid[:64]} here (a request is answered at the daemon "
-                           "whose turn asked); the elicitation events and the history name "
+                           f"request {eid[:64]}; the elicitation events and the history name "
                            "them")
         unknown = [k for k in body if k not in ("action", "content")]
         if unknown:

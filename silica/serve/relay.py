@@ -54,6 +54,7 @@ class Relay:
     def __init__(self, client: aioredis.Redis, name: str, *, ttl: float = 3600.0) -> None:
         self.client, self.name, self.ttl = client, name, ttl
         self._tasks: set[asyncio.Task] = set()
+        self._stop = False
 
     # -- the asker ---------------------------------------------------------------------------
 
@@ -66,8 +67,9 @@ class Relay:
         self._spawn(self.client.delete(_asking(request_id)))
 
     async def serve(self, answer: Answerer) -> None:
-        """Answer what fronts forward here, until cancelled."""
-        while True:
+        """Answer what fronts forward here, until ``stop`` (within ``POLL`` seconds: a
+        blocking Redis call is not cancelled, which could leave it hanging)."""
+        while not self._stop:
             try:
                 got = await self.client.blpop([_inbox(self.name)], timeout=POLL)
             except asyncio.CancelledError:
@@ -92,6 +94,14 @@ class Relay:
             with contextlib.suppress(Exception):
                 await self.client.rpush(reply, json.dumps(outcome))
                 await self.client.expire(reply, int(REPLY_WAIT * 2))
+
+    async def stop(self, task: asyncio.Task) -> None:
+        """End ``task``, which runs ``serve``."""
+        self._stop = True
+        try:
+            await asyncio.wait_for(asyncio.shield(task), POLL * 3)
+        except BaseException:
+            task.cancel()
 
     # -- a front -------------------------------------------------------------------------
 

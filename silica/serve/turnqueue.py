@@ -6,7 +6,7 @@
     await queue.add(Job(session_id, turn_id, number, text, images, workspace))
     # a worker
     jobs = await queue.read(consumer, count)           # XREADGROUP; pending until acked
-    await queue.beat(consumer, jobs)                   # every lease/3: still mine
+    queue.beat(consumer, jobs)                         # every lease/3 (a thread): still mine
     stale = await queue.reclaim(consumer)              # XAUTOCLAIM of entries idle > lease
     await queue.done(job)                              # XACK, XDEL, lease removed
 
@@ -165,14 +165,17 @@ class TurnQueue:
                                                   block=int(block * 1000))
         return self._jobs(entry for _, entries in found or () for entry in entries)
 
-    async def beat(self, consumer: str, jobs: list[Job]) -> None:
-        """Keep ``jobs`` owned: their idle time starts again, their sessions' leases too."""
+    def beat(self, consumer: str, jobs: list[Job]) -> None:
+        """Keep ``jobs`` owned: their idle time starts again, their sessions' leases too.
+        A blocking call, made from a thread of its own: a worker whose event loop is busy
+        for a while (a tool's large output, a slow import) still beats; only one that died
+        stops."""
         if not jobs:
             return
-        await self.client.xclaim(TURNS, GROUP, consumer, 0, [j.entry for j in jobs],
-                                 justid=True)
+        self.sync.xclaim(TURNS, GROUP, consumer, 0, [j.entry for j in jobs], justid=True)
+        ttl = str(int(2 * self.lease * 1000))
         for job in jobs:
-            await self.renew(job.session_id, job.turn_id)
+            self.sync.eval(_RENEW, 1, lease_key(job.session_id), job.turn_id, ttl)
 
     async def reclaim(self, consumer: str, count: int = 16) -> list[Job]:
         """Jobs whose worker stopped beating for ``lease`` seconds, now ``consumer``'s."""

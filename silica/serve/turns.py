@@ -123,22 +123,30 @@ class TurnRunner:
         self.asking.relay = self.approvals.relay = relay
         self._relay_task = asyncio.get_running_loop().create_task(
             relay.serve(answerer(self.asking, self.approvals)))
-        self.bus.taps.append(self._heard)
 
-    def _heard(self, session_id: str, event: str, data: Any) -> None:
-        """A worker's ``error`` and ``turn_end`` end this front's queued turn."""
-        if event not in ("error", "turn_end") or not isinstance(data, dict):
-            return
-        turn = self.queued.get(str(data.get("turn_id")))
-        if turn is None:
-            return
-        if event == "error":
-            code = str(data.get("code"))
-            turn.failure = ApiError(_STATUS.get(code, 500), code, str(data.get("message")),
-                                    turn_id=turn.turn_id)
-        else:
-            del self.queued[turn.turn_id]
-            turn.outcome = dict(data)
+    async def _watch(self, turn: Turn, ready: asyncio.Event) -> None:
+        """Follow a queued turn on the session's events (so this front reads them: its
+        ``?wait=true`` answer, the AI SDK stream) until the worker's ``turn_end``."""
+        try:
+            async with self.bus.subscribe(turn.session_id) as events:
+                ready.set()
+                async for event, data in events:
+                    if not isinstance(data, dict) or data.get("turn_id") != turn.turn_id:
+                        continue
+                    if event == "error":
+                        code = str(data.get("code"))
+                        turn.failure = ApiError(_STATUS.get(code, 500), code,
+                                                str(data.get("message")), turn_id=turn.turn_id)
+                    elif event == "turn_end":
+                        turn.outcome = {k: v for k, v in data.items() if k != "event_id"}
+                        return
+        finally:
+            ready.set()
+            self.queued.pop(turn.turn_id, None)
+            if turn.outcome is None and turn.failure is None:
+                turn.failure = ApiError(503, "front_stopped", "this daemon stopped "
+                                        "following the turn, which goes on in a worker: read "
+                                        "its end in the session's history")
             turn.done.set()
 
     # -- sessions -------------------------------------------------------------------------
@@ -228,6 +236,7 @@ class TurnRunner:
         queue = self.queue if self.options.no_worker else None
         turn_id = secrets.token_hex(8)
         agent: Agent | None = None
+        watcher: asyncio.Task | None = None
         try:
             if queue is not None and not await _redis_call(queue, queue.take_lease(
                     session_id, turn_id)):
@@ -259,8 +268,14 @@ class TurnRunner:
                         number=agent.conversation.turn + 1)
             if queue is None:
                 slot.turn = turn
-            else:
+            else:  # followed from before its message, so no event of it is missed
                 self.queued[turn_id] = turn
+                ready = asyncio.Event()
+                turn.task = watcher = asyncio.get_running_loop().create_task(
+                    self._watch(turn, ready))
+                self.tasks.add(watcher)
+                watcher.add_done_callback(self.tasks.discard)
+                await ready.wait()
             slot.pump.put("message", {
                 "turn_id": turn.turn_id, "session_id": session_id, "turn": turn.number,
                 "text": incoming.text,
@@ -279,6 +294,8 @@ class TurnRunner:
             else:
                 self.queued.pop(turn_id, None)
                 await _forget_lease(queue, session_id, turn_id)
+                if watcher is not None:
+                    watcher.cancel()
             slot.claimed, slot.turn = False, None
             raise
         if queue is not None:
@@ -307,15 +324,9 @@ class TurnRunner:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=wait)
-        for turn in self.queued.values():  # a worker runs them: they go on without us
-            turn.failure = ApiError(503, "front_stopped", "this daemon stopped; the turn goes "
-                                    "on in a worker: read its end in the session's history")
-            turn.done.set()
-        self.queued.clear()
-        if self._relay_task is not None:
-            self._relay_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._relay_task
+        relay = self.approvals.relay
+        if self._relay_task is not None and relay is not None:
+            await relay.stop(self._relay_task)
         if self.queue is not None:
             await self.queue.close()
 

@@ -30,6 +30,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 from collections.abc import Callable
 
 from silica.agent.conversation import answer_every_call
@@ -83,6 +84,9 @@ class Worker:
         self.approvals = Approvals(self.home, timeout=self.settings.serve.approval_timeout)
         self.agents: collections.OrderedDict[str, Agent] = collections.OrderedDict()
         self.jobs: dict[asyncio.Task, Job] = {}
+        self.owned: dict[str, Job] = {}  # by entry: what the heartbeat thread keeps owned
+        self.owned_lock = threading.Lock()
+        self.beating = threading.Event()  # set: the heartbeat thread stops
         self.stopping = asyncio.Event()
         self.queue: TurnQueue | None = None
         self.bus: EventBus | None = None
@@ -99,18 +103,26 @@ class Worker:
             url, lease=self.lease, what="start it, or point --redis (or $SILICA_SERVE_REDIS) "
             "at the Redis the front daemons use")
         helpers: list[asyncio.Task] = []
+        serving: asyncio.Task | None = None
         try:
-            self.bus = await _start_bus(url)
+            self.bus = await _start_bus(url, self.home)
             relay = Relay(queue.client, self.name)
             self.asking.relay = self.approvals.relay = relay
             loop = asyncio.get_running_loop()
-            helpers = [loop.create_task(relay.serve(answerer(self.asking, self.approvals))),
-                       loop.create_task(self._beat())]
+            serving = loop.create_task(relay.serve(answerer(self.asking, self.approvals)))
+            helpers = [loop.create_task(self._reclaim())]
+            heart = threading.Thread(target=self._beat, name="silica-worker-beat",
+                                     daemon=True)
+            heart.start()
             self.say(f"{self.name} takes turns from {mask_urls(url)} (at most "
                      f"{self.concurrency} at once)")
             await self._take()
             await self._finish()
+            await relay.stop(serving)
         finally:
+            self.beating.set()
+            if serving is not None and not serving.done():
+                helpers.append(serving)
             for task in helpers:
                 task.cancel()
             for task in helpers:
@@ -153,26 +165,42 @@ class Worker:
     def _spawn(self, job: Job, work) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self.jobs[task] = job
+        with self.owned_lock:
+            self.owned[job.entry] = job
         task.add_done_callback(self._ended)
 
     def _ended(self, task: asyncio.Task) -> None:
-        self.jobs.pop(task, None)
+        job = self.jobs.pop(task, None)
+        if job is not None:
+            with self.owned_lock:
+                self.owned.pop(job.entry, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("a turn failed inside silica worker", exc_info=task.exception())
 
-    async def _beat(self) -> None:
-        """Every ``lease / 3`` seconds: the running jobs stay this worker's, and the jobs of
-        workers that stopped beating are claimed."""
+    def _beat(self) -> None:
+        """Every ``lease / 3`` seconds, in a thread of its own (a busy event loop does not
+        stop it; only the process's death does): the running jobs stay this worker's."""
+        assert self.queue is not None
+        while not self.beating.wait(self.lease / 3):
+            with self.owned_lock:
+                jobs = list(self.owned.values())
+            try:
+                self.queue.beat(self.name, jobs)
+            except self.queue.errors as exc:
+                log.warning("could not renew this worker's turns in Redis: %s", exc)
+
+    async def _reclaim(self) -> None:
+        """Every ``lease / 3`` seconds: claim the jobs of workers that stopped beating."""
         assert self.queue is not None
         while True:
             await asyncio.sleep(self.lease / 3)
+            if self.stopping.is_set():
+                return
             try:
-                await self.queue.beat(self.name, list(self.jobs.values()))
-                if not self.stopping.is_set():
-                    for job in await self.queue.reclaim(self.name):
-                        self._spawn(job, self._interrupted(job))
+                for job in await self.queue.reclaim(self.name):
+                    self._spawn(job, self._interrupted(job))
             except self.queue.errors as exc:
-                log.warning("could not renew this worker's turns in Redis: %s", exc)
+                log.warning("could not look for turns of stopped workers: %s", exc)
 
     # -- one turn -------------------------------------------------------------------------------
 
@@ -238,12 +266,14 @@ class Worker:
         """End a dead worker's turn as the reclaim policy says (the module docstring)."""
         assert self.queue is not None and self.bus is not None
         sid = job.session_id
+        if not await asyncio.to_thread(_answer_calls, sid, self.home):
+            # the session's turn lock is held: its worker is slow, not dead (its beat takes
+            # the job back), or a later turn runs (the job is claimed again after it)
+            return
         self.say(f"turn {job.number} of session {sid} ({job.turn_id}) lost its worker: "
-                 "ending it as interrupted")
-        if await self.queue.renew(sid, job.turn_id):  # else a later turn owns the session
-            await asyncio.to_thread(_answer_calls, sid, self.home)
+                 "ended as interrupted")
         turn = Turn(turn_id=job.turn_id, session_id=sid, number=job.number)
-        with contextlib.suppress(*self.queue.errors):
+        with contextlib.suppress(*self.queue.errors):  # the next message may come at once
             await self.queue.drop_lease(sid, job.turn_id)
         await end_turn(Pump(self.bus, sid), turn, ApiError(503, "interrupted", INTERRUPTED),
                        _outcome(job, "interrupted"))
@@ -257,14 +287,14 @@ class Worker:
             log.warning("could not mark turn %s done in Redis: %s", job.turn_id, exc)
 
 
-def _answer_calls(session_id: str, home) -> None:
+def _answer_calls(session_id: str, home) -> bool:
     """Under the session's turn lock: every tool call left unanswered gets an error result,
-    and the session is saved."""
+    and the session is saved. ``False``: the lock is held (nothing was done)."""
     lock = TurnLock(session_id, home)
     try:
         lock.acquire()
-    except SessionBusy:  # a turn runs it now: nothing of the lost one is left open
-        return
+    except SessionBusy:
+        return False
     try:
         conversation = load_session(session_id, home)
         if answer_every_call(conversation):
@@ -273,6 +303,7 @@ def _answer_calls(session_id: str, home) -> None:
         log.warning("could not answer the tool calls of session %s: %s", session_id, exc)
     finally:
         lock.release()
+    return True
 
 
 def _outcome(job: Job, stop_reason: str) -> dict:
@@ -280,14 +311,8 @@ def _outcome(job: Job, stop_reason: str) -> dict:
             "usage": Usage().model_dump()}
 
 
-async def _start_bus(url: str) -> EventBus:
-    """The shared bus, started in a process without a Socket.IO server of its own."""
-    bus = make_bus(url)
-    if bus.sio is None and bus.client_manager() is not None:
-        # until the bus works without one: a bare server whose manager publishes to Redis
-        import socketio  # type: ignore[import-untyped]  # the package ships no type hints
-
-        bus.attach(socketio.AsyncServer(client_manager=bus.client_manager(),
-                                        async_mode="asgi"))
+async def _start_bus(url: str, home) -> EventBus:
+    """The shared bus: publishing needs no Socket.IO server."""
+    bus = make_bus(url, home)
     await bus.start()
     return bus
