@@ -71,6 +71,12 @@ def test_save_then_load_gives_the_same_conversation(home):
     assert load_session(conversation.id) == conversation
 
 
+def test_the_database_is_private_like_the_files_were(home):
+    save_session(conversation_with_images())
+    for name in ("sessions.db", "sessions.db-wal"):
+        assert (home / name).stat().st_mode & 0o777 == 0o600, name
+
+
 def test_saved_json_holds_refs_not_image_data(home):
     conversation = conversation_with_images()
     save_session(conversation)

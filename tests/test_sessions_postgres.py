@@ -113,7 +113,27 @@ def test_serve_runs_a_turn_on_postgres(home, database):
                 assert [s["id"] for s in listed] == [sid] and listed[0]["messages"] == 2
         finally:
             daemon.stop()
+    assert PASSWORD not in daemon.stderr() and "Traceback" not in daemon.stderr()
     assert [r[0] for r in rows_in(database)] == [sid]
+
+
+def test_exported_sessions_move_from_sqlite_into_postgres(tmp_path, database):
+    """What deploy.md says to do: export from SQLite, drop the files in the new home."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    conversation = Conversation(id="moving", provider="anthropic", model="m")
+    conversation.add("user", [TextBlock(text="take me along")], new_turn=True)
+    save_session(conversation, old)
+    env = {**os.environ, "SILICA_HOME": str(new), "SILICA_DATABASE": database}
+    (new / "sessions").mkdir(parents=True)
+    exported = subprocess.run([sys.executable, "-m", "silica", "sessions", "export", "moving",
+                               "--output", str(new / "sessions" / "moving.json")],
+                              env={**env, "SILICA_HOME": str(old), "SILICA_DATABASE": ""},
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    listed = silica("sessions", "list", env=env)
+    assert listed.returncode == 0 and "take me along" in listed.stdout
+    assert "moved 1 session file into the sessions database postgresql://***@" in listed.stderr
+    assert rows_in(database) == [("moving", 1, "take me along")]
 
 
 # -- one turn at a time, across processes ----------------------------------------------------

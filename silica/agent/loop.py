@@ -103,7 +103,7 @@ class Agent:
     store: ImageStore
     home: Path
     events: AgentEvents = field(default_factory=AgentEvents)
-    saved: bool = False  # the session file holds the conversation as it is now
+    saved: bool = False  # the stored session holds the conversation as it is now
     started_here: bool = False  # a new session (start), not a resumed one
     usage: Usage = field(default_factory=Usage)  # of the latest turn, every request added up
     last_reply: Reply | None = None  # the model's latest reply (its stop_reason)

@@ -253,7 +253,7 @@ class TurnRunner:
                 raise turn_running(session_id) from None
             raise
         try:
-            await asyncio.to_thread(catch_up, agent)  # may read the session file again
+            await asyncio.to_thread(catch_up, agent)  # may read the session again
             stored = await asyncio.to_thread(count_images, self.home, session_id,
                                              agent.settings)  # an object store is asked
             incoming = await read_message(request, settings=agent.settings,

@@ -10,6 +10,7 @@ drops it when its holder's process ends, however it ends.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import sqlite3
 import threading
@@ -33,6 +34,8 @@ class SqliteStore:
         self._guard = threading.Lock()
         with self._errors("open"):
             path.parent.mkdir(parents=True, exist_ok=True)
+            # conversations are private: made 0600 (SQLite gives its -wal and -shm the same)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
             self._db = self._connect()
             if schema.behind(self._revision(), self.where):
                 with _migration_lock(path):
