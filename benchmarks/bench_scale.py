@@ -13,7 +13,9 @@ Each run starts fresh processes: two fronts (``silica serve --redis URL --no-wor
 one or two workers (``silica worker``), each with a ``SILICA_HOME`` of its own, sessions in
 Postgres and images in the object store. ``--sessions`` sessions are made (not timed), each
 with an SSE client on the front it did not post to; after ``--warmup`` turns (not timed) every
-session posts one message with a small PNG at once (half to each front); each turn calls the
+session posts one message with a small PNG at once (half to each front; the clients connect
+32 at a time and post over 32 keep-alive connections per front, since a front closes the
+oldest of more than 64 connections that have not shown the token); each turn calls the
 tool, which prints an image, and ends with a text. The 1-worker and 2-worker runs take turns,
 ``--repeat`` times each; the figures are medians over the runs.
 
@@ -29,7 +31,8 @@ tool, which prints an image, and ends with a text. The 1-worker and 2-worker run
   own work (the SDK's parsing, the agent, its publish), so it bounds the time from the
   worker's publish from above; the worker's publish itself carries no clock to read.
 - RSS: the peak (``VmHWM``) of each front and worker at the end of its run; the largest
-  over the runs.
+  over the runs. CPU: the seconds the fronts and the workers (with the tools they ran) used
+  during the timed turns, per turn: what a second worker has to share the CPUs with.
 - sessions lost (target 0): a session whose client never read its ``turn_end``, or whose
   history (read through the other front) does not hold the finished turn with its tool
   result and image.
@@ -186,8 +189,8 @@ def model_server(root: Path):
 
 @contextlib.contextmanager
 def engines(root: Path):
-    """Postgres, Redis and the S3 server, started once; the environment every silica process
-    of a run gets to use them."""
+    """Postgres, Redis and the S3 server, started once: Redis, Postgres, and the environment
+    every silica process of a run gets to use the object store."""
     from pg_server import PostgresServer
     from redis_server import RedisServer
     from s3_server import S3Server
@@ -197,7 +200,7 @@ def engines(root: Path):
     try:
         pg = PostgresServer(root / "pg").start()
         s3 = S3Server(root / "s3", bucket=BUCKET, prefix=PREFIX).start()
-        yield redis, {"SILICA_DATABASE": pg.url, **s3.env, "SILICA_IMAGES": s3.url}
+        yield redis, pg, {**s3.env, "SILICA_IMAGES": s3.url}
     finally:
         for server in (s3, pg, redis):
             if server is not None:
@@ -253,6 +256,7 @@ class Run:
     from_model: list[float] = field(default_factory=list)  # seconds, every final piece read
     lost: list[str] = field(default_factory=list)
     rss: dict[str, int] = field(default_factory=dict)  # name -> VmHWM bytes
+    cpu: dict[str, float] = field(default_factory=dict)  # role -> CPU seconds of the timed turns
 
     @property
     def rate(self) -> float:
@@ -402,10 +406,14 @@ def one_run(root: Path, workers: int, env: dict[str, str], opts: Any, progress: 
             progress.remove_task(task)
         sids = make(opts.sessions)
         task = progress.add_task(f"run {number}: {workers} worker(s)", total=opts.sessions)
+        roles = {"front": [f.proc.pid for f in fronts], "worker": [w.proc.pid for w in crew]}
+        before = {role: sum(map(cpu_seconds, pids)) for role, pids in roles.items()}
         seconds, clients, lost = asyncio.run(drive(
             fronts, sids, [png(1000 + i) for i in range(opts.sessions)], progress, task))
         progress.remove_task(task)
         run = Run(workers, seconds, opts.sessions, lost=lost)
+        run.cpu = {role: sum(map(cpu_seconds, pids)) - before[role]
+                   for role, pids in roles.items()}
         for c in clients:
             run.from_redis.extend(c.from_redis)
             run.from_model.extend(c.from_model)
@@ -417,6 +425,12 @@ def one_run(root: Path, workers: int, env: dict[str, str], opts: Any, progress: 
     finally:
         for process in reversed(started):
             process.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid`` and of the children it waited for (a worker's tools)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 # -- the report -----------------------------------------------------------------------------
@@ -468,6 +482,13 @@ def rows_for(runs: list[Run], opts: Any) -> list[Row]:
             for n in (1, 2))
         rows.append(Row(f"peak RSS (VmHWM) of each {role}, the largest over the runs",
                         by_count, f"max {max(peaks) / 1e6:,.0f} MB", "report only", "INFO"))
+    def cpu_per_turn(role: str, n: int) -> str:
+        return f"{med([r.cpu[role] / r.sessions for r in runs if r.workers == n]) * 1000:.0f} ms"
+
+    per_turn = "; ".join(f"{n} worker(s): fronts {cpu_per_turn('front', n)}, workers and "
+                         f"their tools {cpu_per_turn('worker', n)}" for n in (1, 2))
+    rows.append(Row("CPU time per turn during the timed turns (median over the runs)", per_turn,
+                    "", "report only", "INFO"))
     lost = sum(len(r.lost) for r in runs)
     total = sum(r.sessions for r in runs)
     rows.append(Row.judged(
@@ -496,7 +517,7 @@ def main() -> int:
     runs: list[Run] = []
     with temporary_folder("silica-bench-scale-", opts.keep) as root:
         picture_tool(root / "tools", png(7, (320, 200)))
-        with engines(root) as (redis, stores), model_server(root) as model:
+        with engines(root) as (redis, pg, stores), model_server(root) as model:
             env = {**stores, **model, "SILICA_SERVE_REDIS": redis.url,
                    "SILICA_TOOLS_DIR": str(root / "tools")}
             note(f"{opts.repeat} rounds of a 1-worker and a 2-worker run, in turn, each "
@@ -505,7 +526,11 @@ def main() -> int:
                           TimeElapsedColumn(), console=console, transient=True) as progress:
                 for r in range(opts.repeat):
                     for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
-                        run = one_run(root, workers, env, opts, progress, len(runs) + 1)
+                        # a database of its own: the sessions of earlier runs would slow
+                        # this run's GET /sessions (how its fronts are seen to answer)
+                        database = pg.new_database(f"run{len(runs) + 1}")
+                        run = one_run(root, workers, {**env, "SILICA_DATABASE": database},
+                                      opts, progress, len(runs) + 1)
                         runs.append(run)
                         progress.console.print(
                             f"run {len(runs)}: {workers} worker(s): {run.rate:.2f} turns/s "
