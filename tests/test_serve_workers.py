@@ -27,7 +27,15 @@ from pathlib import Path
 import pytest
 from conftest import script_tool, simple_spec
 from redis_server import RedisServer
-from serve_daemon import EVENT_TIMEOUT, SseReader, daemon_env, free_port, gate_tool, start_daemon
+from serve_daemon import (
+    EVENT_TIMEOUT,
+    SioListener,
+    SseReader,
+    daemon_env,
+    free_port,
+    gate_tool,
+    start_daemon,
+)
 from wire import anthropic_server, text, tool_call
 from wire.anthropic_wire import render
 
@@ -195,6 +203,7 @@ def test_turns_sent_to_either_front_run_on_both_workers_and_each_client_sees_eac
             readers = [(await stack.enter_async_context(SseReader(a, sid)),
                         await stack.enter_async_context(SseReader(b, sid)))
                        for sid in sessions]
+            sio = await stack.enter_async_context(SioListener(b, sessions[0]))
             sent = await asyncio.gather(*(post(fronts[i % 2], sid, f"gate:{opened}")
                                           for i, sid in enumerate(sessions)))
             assert [s.status_code for s in sent] == [202] * 6, [s.text for s in sent]
@@ -203,16 +212,22 @@ def test_turns_sent_to_either_front_run_on_both_workers_and_each_client_sees_eac
             opened.write_text("open")
             await asyncio.gather(*(r.until("turn_end") for pair in readers for r in pair))
             first = [list(r.events) for pair in readers for r in pair]
+            await sio.until("turn_end")
+            first.append([(n, d) for n, d in sio.events])
             # the next message of each, sent to the other front, waited for there
             waited = await asyncio.gather(*(post(fronts[(i + 1) % 2], sid, f"again {i}",
                                                  wait="true")
                                             for i, sid in enumerate(sessions)))
             await asyncio.gather(*(r.until("turn_end") for pair in readers for r in pair))
             second = [r.events[len(f):] for f, r in zip(
-                first, (r for pair in readers for r in pair), strict=True)]
+                first, (r for pair in readers for r in pair), strict=False)]
             return sent, first, waited, second
 
     sent, first, waited, second = asyncio.run(run())
+    # the Socket.IO client of front B saw session 0's turn as its SSE clients did
+    sio_events = first.pop()
+    assert [(n, d["event_id"]) for n, d in sio_events] == [
+        (n, d["event_id"]) for n, d in first[0]]
     for events, i in zip(first, (i for i in range(6) for _ in (0, 1)), strict=True):
         seen = names(events)
         # every event of the turn once, in order, at both fronts
@@ -373,3 +388,36 @@ def test_a_worker_without_redis_and_a_front_without_redis_say_what_to_do(tmp_pat
     none = subprocess.run([sys.executable, "-m", "silica", "worker"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
     assert none.returncode == 2 and "--redis" in none.stderr
+
+
+def test_a_worker_stopped_with_sigterm_ends_its_running_turn_as_interrupted(cluster):
+    a, root = cluster["a"], cluster["root"]
+    sid = new_session(a)
+    held = gate(root, "stopped")  # never opened: the turn runs until its worker stops
+
+    async def run():
+        async with SseReader(a, sid) as sse:
+            sent = await post(a, sid, f"gate:{held}")
+            assert sent.status_code == 202, sent.text
+            await sse.until("tool_call")
+            [running] = [w for w in cluster["workers"] if sid in w.stderr()]
+            code = await asyncio.to_thread(running.stop)  # SIGTERM, then its exit
+            await sse.until("turn_end")
+            return running, code, list(sse.events)
+
+    stopped, code, events = asyncio.run(run())
+    cluster["workers"].remove(stopped)
+    cluster["workers"].append(Worker(cluster["home"], cluster["url"], cluster["env"],
+                                     root).ready())
+    assert code == 0, stopped.stderr()
+    assert "stopping: no more turns are taken" in stopped.stderr()
+    seen = [n for n in names(events) if n != "text_delta"]
+    assert seen == ["message", "tool_call", "tool_result", "error", "turn_end"], seen
+    assert data_of(events, "tool_result")[0]["is_error"] is True
+    assert data_of(events, "error")[0]["code"] == "interrupted"
+    assert "silica worker stopped" in data_of(events, "error")[0]["message"]
+    assert data_of(events, "turn_end")[0]["stop_reason"] == "interrupted"
+    with a.client() as http:
+        after = http.post(f"/sessions/{sid}/messages", params={"wait": "true"},
+                          json={"message": "next"})
+    assert after.status_code == 200 and after.json()["text"] == "Hi: next"

@@ -69,15 +69,23 @@ class Relay:
     async def serve(self, answer: Answerer) -> None:
         """Answer what fronts forward here, until ``stop`` (within ``POLL`` seconds: a
         blocking Redis call is not cancelled, which could leave it hanging)."""
+        down = False
         while not self._stop:
             try:
                 got = await self.client.blpop([_inbox(self.name)], timeout=POLL)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # Redis away: try again shortly
-                log.warning("could not read forwarded answers: %s", exc)
+            except Exception as exc:  # Redis away: said once, tried again shortly
+                if not down:
+                    log.warning("answers given at other daemons cannot reach this process "
+                                "until Redis answers again (%s)", exc)
+                down = True
                 await asyncio.sleep(POLL)
                 continue
+            if down:
+                log.warning("Redis answers again: answers given at other daemons reach this "
+                            "process")
+                down = False
             if not got:
                 continue
             try:

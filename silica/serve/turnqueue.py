@@ -50,10 +50,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 _RENEW = """
-local held = redis.call('GET', KEYS[1])
-if held == false or held == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1
-end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
 
@@ -84,9 +81,14 @@ class Job:
         """The job of a stream entry (``None``: not one silica wrote)."""
         try:
             doc = json.loads(fields.get("job", ""))
-            return cls(**doc, entry=entry)
-        except (ValueError, TypeError):
+            job = cls(**doc, entry=entry)
+        except (ValueError, TypeError, RecursionError):
             return None
+        good = (all(isinstance(v, str) for v in (job.session_id, job.turn_id, job.text))
+                and type(job.number) is int and isinstance(job.images, list)
+                and all(isinstance(i, dict) for i in job.images)
+                and (job.workspace is None or isinstance(job.workspace, str)))
+        return job if good else None
 
 
 def redis_error(url: str, exc: BaseException, what: str) -> SilicaError:
@@ -135,12 +137,6 @@ class TurnQueue:
         """Own the session for ``turn_id``; ``False`` if another turn owns it."""
         return bool(await self.client.set(lease_key(session_id), turn_id, nx=True,
                                           px=int(QUEUED * 1000)))
-
-    async def renew(self, session_id: str, turn_id: str) -> bool:
-        """Hold the session for ``turn_id`` another ``2 * lease`` seconds (taking it if
-        free); ``False`` if another turn owns it."""
-        return bool(await self.client.eval(_RENEW, 1, lease_key(session_id), turn_id,
-                                           str(int(2 * self.lease * 1000))))
 
     async def drop_lease(self, session_id: str, turn_id: str) -> None:
         """Free the session if ``turn_id`` owns it."""
