@@ -29,7 +29,7 @@ from silica.agent.conversation import Conversation, ToolResultBlock
 from silica.agent.loop import Agent
 from silica.agent.render import USER_ONLY, build_request
 from silica.agent.results import keep_result
-from silica.agent.sessions import load_session, save_session
+from silica.agent.sessions import export_session, load_session, save_session
 from silica.blocks import ImageBlock, TextBlock, ToolCall, ToolResult, for_model, for_user
 from silica.config import AgingSettings, McpServerSettings, McpSettings, Settings
 from silica.hookspecs import hookimpl
@@ -335,8 +335,8 @@ def test_sessions_keep_the_audience_and_load_blocks_saved_without_it(home):
     conversation = Conversation(id="aud")
     conversation.add("user", [TextBlock(text="plain"),
                               TextBlock(text="for you", audience=("user",))], new_turn=True)
-    path = save_session(conversation, home)
-    saved = json.loads(path.read_text())
+    save_session(conversation, home)
+    saved = json.loads(export_session("aud", home))
     blocks = saved["conversation"]["messages"][0]["content"]
     assert blocks == [{"type": "text", "text": "plain"},  # no field: saved as before
                       {"type": "text", "text": "for you", "audience": ["user"]}]

@@ -136,6 +136,27 @@ def test_exported_sessions_move_from_sqlite_into_postgres(tmp_path, database):
     assert rows_in(database) == [("moving", 1, "take me along")]
 
 
+def test_the_database_set_in_config_toml_is_the_one_used(tmp_path, database):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "SILICA_HOME": str(home)}
+    env.pop("SILICA_DATABASE", None)
+    (home / "config.toml").write_text(f'[storage]\ndatabase = "{database}"\n')
+    conversation = Conversation(id="configured")
+    conversation.add("user", [TextBlock(text="from the file")], new_turn=True)
+    script = ("import sys; from silica.agent.conversation import Conversation\n"
+              "from silica.agent.sessions import save_session\n"
+              "save_session(Conversation.model_validate_json(sys.stdin.read()))\n")
+    saved = subprocess.run([sys.executable, "-c", script], input=conversation.model_dump_json(),
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert saved.returncode == 0, saved.stderr
+    assert rows_in(database) == [("configured", 1, "from the file")]
+    assert not (home / "sessions.db").exists()
+    (home / "config.toml").write_text('[storage]\ndatabase = "mysql://db/x"\n')
+    done = silica("sessions", "list", env=env)
+    assert done.returncode == 1 and "must be a PostgreSQL URL" in done.stderr
+
+
 # -- one turn at a time, across processes ----------------------------------------------------
 
 HOLD = """

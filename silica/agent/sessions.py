@@ -154,11 +154,31 @@ def store_of(home: Path | None = None) -> SessionStore:
 
 
 def _database(home: Path) -> str | None:
+    """``[storage] database`` of ``home``'s settings. Without one (the single-user case),
+    found with the stdlib alone: the settings' models are imported only to check a URL."""
+    if home not in _databases:
+        _databases[home] = _database_setting(home)
+    return _databases[home]
+
+
+def _database_setting(home: Path) -> str | None:
+    import os
+    import tomllib
+
+    if not os.environ.get("SILICA_DATABASE"):
+        try:
+            # silica.config.CONFIG_NAME, read as silica.resident.settings reads it
+            data = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = None  # load_settings says what is wrong with it
+        storage = data.get("storage") if isinstance(data, dict) else None
+        if data is not None and not (isinstance(storage, dict) and "database" in storage):
+            return None
     from silica.config import load_settings
 
-    if home not in _databases:
-        _databases[home] = load_settings(home).storage.database
-    return _databases[home]
+    return load_settings(home).storage.database
 
 
 _databases: dict[Path, str | None] = {}

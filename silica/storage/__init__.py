@@ -1,4 +1,5 @@
-"""Where sessions are kept: one small interface (``SessionStore``) and its two backends.
+"""Where sessions are kept: one small interface (``SessionStore``) and its two backends
+(images' objects are ``silica.storage.objects``).
 
     store = open_store(home, database=None)      # SQLite in <home>/sessions.db
     store = open_store(home, database="postgresql://silica@db/silica")
