@@ -4,7 +4,7 @@
                                      [--turns 2] [--chunks 50] [--gap 0.04]
                                      [--client-procs 5] [--sessions 20] [--history-gets 50]
                                      [--overhead-turns 30] [--only latency,burst,history,overhead]
-                                     [--strict] [--keep]
+                                     [--redis] [--strict] [--keep]
 
 Real daemons (``python -m silica serve``, started by ``tests/serve_daemon.py``) talk to a
 local Anthropic Messages API (``tests/wire``) run in this process.
@@ -784,6 +784,9 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=20, help="sessions in the burst")
     parser.add_argument("--history-gets", type=int, default=50, help="history requests")
     parser.add_argument("--overhead-turns", type=int, default=30, help="turns per side")
+    parser.add_argument("--redis", action="store_true",
+                        help="the latency daemon shares its events through a local "
+                        "redis-server (per-session streams) instead of in process")
     parser.add_argument("--only", default=",".join(MEASURES),
                         help=f"measures to run, comma-separated: {','.join(MEASURES)}")
     opts = parser.parse_args()
@@ -796,7 +799,8 @@ def main() -> int:
          f"--chunks={opts.chunks}",
          f"--gap={opts.gap}", f"--client-procs={opts.client_procs}", f"--sessions={opts.sessions}",
          f"--history-gets={opts.history_gets}", f"--overhead-turns={opts.overhead_turns}"]
-        + ([f"--only={','.join(only)}"] if set(only) != set(MEASURES) else []))
+        + ([f"--only={','.join(only)}"] if set(only) != set(MEASURES) else [])
+        + (["--redis"] if opts.redis else []))
     sys.setswitchinterval(0.0005)  # the wire server's thread stamps on time
 
     started = time.perf_counter()
@@ -814,7 +818,15 @@ def main() -> int:
         (root / ".git").mkdir()  # tool discovery stops here
         with provider_server() as provider:
             if "latency" in only:
-                with start_daemon(root / "home", env=provider.server.env, cwd=root) as daemon:
+                with contextlib.ExitStack() as stack:
+                    args: list[str] = []
+                    if opts.redis:  # events through Redis: appended, read back, delivered
+                        from redis_server import RedisServer
+                        server = RedisServer(root / "redis").start()
+                        stack.callback(server.stop)
+                        args = ["--redis", server.url]
+                    daemon = stack.enter_context(start_daemon(
+                        root / "home", env=provider.server.env, cwd=root, args=args))
                     rows += bench_latency(root, daemon, provider, opts)
             if "burst" in only:
                 rows += bench_burst(root, provider, opts)

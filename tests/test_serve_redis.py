@@ -318,6 +318,25 @@ def test_an_id_older_than_the_stream_keeps_gets_a_reset(pair):
     assert names(sio_events) == ["reset"]
 
 
+def test_a_client_that_missed_more_than_a_stream_gives_at_once_gets_a_reset(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    srv.add(text("y" * 2600, chunks=["y"] * 2600))  # kept by the stream, too many to replay
+    sid = new_session(a)
+
+    async def run():
+        async with SseReader(a, sid) as sse:
+            sent = await post(a, sid, "say y many times", wait="true")
+            assert sent.status_code == 200, sent.text
+            events = await sse.until("turn_end")
+        first = events[0][1]["event_id"]
+        async with SseReader(b, sid, headers={**b.headers, "Last-Event-ID": first}) as again:
+            return events, await again.next()
+
+    events, (name, data) = asyncio.run(run())
+    assert len(events) > 2600
+    assert name == "reset" and data["event_id"] == events[-1][1]["event_id"]
+
+
 def test_a_turn_held_while_redis_restarts_reaches_every_client_once_in_order(pair, tmp_path):
     a, b, srv = pair["a"], pair["b"], pair["srv"]
     server = pair["redis"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import time
@@ -13,6 +14,7 @@ import uuid
 
 import pytest
 from PIL import Image
+from redis_server import RedisServer
 from serve_daemon import gate_tool, picture_tool, start_daemon
 from wire import anthropic_server, error, text, tool_call
 
@@ -325,16 +327,23 @@ def test_the_ui_stream_needs_the_token_as_every_route_does(daemon):
 # -- approvals -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def asking(tmp_path_factory):
-    """A daemon whose shell runs ``echo *`` and asks a person for anything else."""
+@pytest.fixture(scope="module", params=["alone", "redis"])
+def asking(tmp_path_factory, request):
+    """A daemon whose shell runs ``echo *`` and asks a person for anything else: alone, or
+    with its events going through Redis streams (read back before they reach its clients)."""
     root = tmp_path_factory.mktemp("serve-uistream-shell")
     home = root / "home"
     home.mkdir()
     (home / "config.toml").write_text('[shell]\nenabled = true\nallow = ["echo *"]\n')
-    with anthropic_server([]) as srv, \
-            start_daemon(home, env={**srv.env, "SILICA_PROVIDER": "anthropic"},
-                         cwd=root) as daemon:
+    with contextlib.ExitStack() as stack:
+        args: list[str] = []
+        if request.param == "redis":
+            server = RedisServer(root / "redis").start()
+            stack.callback(server.stop)
+            args = ["--redis", server.url]
+        srv = stack.enter_context(anthropic_server([]))
+        daemon = stack.enter_context(start_daemon(
+            home, env={**srv.env, "SILICA_PROVIDER": "anthropic"}, args=args, cwd=root))
         yield {"srv": srv, "daemon": daemon, "root": root}
         assert "Traceback" not in daemon.stderr()
 

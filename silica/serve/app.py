@@ -100,7 +100,7 @@ class ServeApp:
     def __init__(self, options: ServeOptions) -> None:
         check_exposure(options.loopback, options.token)  # before anything starts
         self.options = options
-        self.bus: EventBus = make_bus(options.redis, options.home)
+        self.bus: EventBus = make_bus(options.redis, options.home, options.settings)
         self.runner = TurnRunner(options, self.bus)
         self.logs = TurnLogs()
         self.bus.taps.append(self.logs.heard)

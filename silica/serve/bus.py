@@ -48,6 +48,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from silica.config import Settings
 from silica.errors import SilicaError
 from silica.serve.eventlog import (
     IMAGE_EVENTS,
@@ -195,8 +196,10 @@ class Subscription:
 class EventBus:
     """In-process fan-out with ids and a window per session (see the module docstring)."""
 
-    def __init__(self, home: Path | None = None) -> None:
-        self.home = home
+    shared = False  # True: events come back through a reader, for watched sessions only
+
+    def __init__(self, home: Path | None = None, settings: Settings | None = None) -> None:
+        self.home, self.settings = home, settings
         self.sio: Any = None
         self._streams: dict[str, set[Subscription]] = {}
         self.taps: list[Callable[[str, str, Any], None]] = []
@@ -294,9 +297,15 @@ class EventBus:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, *, inline: bool = False,
-                        after: Key | None = None) -> AsyncIterator[Subscription]:
+                        after: Key | str | None = None) -> AsyncIterator[Subscription]:
         """Listen to the session's events for the ``async with`` block: those after the id
-        ``after`` first (or a ``reset``), then the live ones."""
+        ``after`` (``(ms, seq)`` or its text) first (or a ``reset``), then the live ones.
+        ``ValueError`` for a text that is not an event id."""
+        if isinstance(after, str):
+            key = parse_id(after)
+            if key is None:
+                raise ValueError(f"not an event id: {after[:50]!r}")
+            after = key
         stream = Subscription(session_id, inline)
         self._streams.setdefault(session_id, set()).add(stream)
         try:
@@ -338,8 +347,8 @@ class EventBus:
             plain = {**data, "event_id": format_id(key)}
             form = plain
             if stream.inline and event in IMAGE_EVENTS:
-                made: dict | None = await asyncio.to_thread(inline_form, self.home, sid,
-                                                            event, plain)
+                made: dict | None = await asyncio.to_thread(inline_form, self.home,
+                                                            self.settings, sid, event, plain)
                 form = made or plain
             items.append(Event(event, form, key))
         stream.release(items, floor)
@@ -359,6 +368,12 @@ class EventBus:
             return [], span.last, True
         assert window is not None  # a span with events
         return window.after(after), after, False
+
+    def published(self, session_id: str) -> Key | None:
+        """The id of the last event of the session this process published (``None``: not
+        known)."""
+        window = self.windows.get(session_id)
+        return window.span().last if window is not None else None
 
     async def recent(self, session_id: str) -> list[Entry]:
         """The session's events kept now, oldest first."""
@@ -399,16 +414,17 @@ async def turn_start(bus: EventBus, session_id: str) -> tuple[Key, str] | None:
     return None
 
 
-def make_bus(redis_url: str | None, home: Path | None = None) -> EventBus:
+def make_bus(redis_url: str | None, home: Path | None = None,
+             settings: Settings | None = None) -> EventBus:
     """The in-process bus, or with ``redis_url`` the bus shared through Redis by several
-    daemons and workers (``silica.serve.redis_bus.RedisBus``); ``home``: where the images
-    of inline forms are read. ``SilicaError`` if the ``redis`` package it needs is not
-    installed, or Redis cannot be reached."""
+    daemons and workers (``silica.serve.redis_bus.RedisBus``); ``home`` and ``settings``:
+    where the images of inline forms are read (its image store). ``SilicaError`` if the
+    ``redis`` package it needs is not installed, or Redis cannot be reached."""
     if not redis_url:
-        return EventBus(home)
+        return EventBus(home, settings)
     try:
         from silica.serve.redis_bus import RedisBus
     except ImportError as exc:
         raise SilicaError(f"--redis needs the redis package, which cannot be imported "
                           f"({exc}); install it, or run one daemon without --redis") from None
-    return RedisBus(redis_url, home)
+    return RedisBus(redis_url, home, settings)

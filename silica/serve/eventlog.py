@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from silica.blocks import ImageRef
-from silica.images.store import ImageStore, StoreError
+from silica.config import Settings
+from silica.images.store import StoreError, open_image_store
 
 WINDOW = 2000  # events the in-process bus keeps per session for resume
-WINDOW_BYTES = 4 * 1024 * 1024  # and at most this much of them (text, or JSON size)
-WINDOW_SESSIONS = 100  # sessions whose window it keeps (the least recently used go first)
+WINDOW_BYTES = 1024 * 1024  # and at most this much of them (text, or JSON size)
+WINDOW_SESSIONS = 64  # sessions whose window it keeps (the least recently used go first)
 MAX_ID = 41  # characters of an event id: two numbers below 2**64 and a dash
 ZERO = (0, 0)
 _ID = re.compile(r"^([0-9]{1,20})-([0-9]{1,20})$")
@@ -173,28 +174,34 @@ class Windows:
 IMAGE_EVENTS = ("tool_result", "image")
 
 
-def inline_form(home: Path | None, session_id: str, event: str, data: dict) -> dict | None:
+def inline_form(home: Path | None, settings: Settings | None, session_id: str, event: str,
+                data: dict) -> dict | None:
     """``data`` with ``image_data`` and ``image_mime`` on each image (``tool_result``) or on
-    itself (``image``), read from the session's image store; ``None`` when the event has no
-    image. An image the store cannot give is left without them (its URL still works)."""
+    itself (``image``), read from the session's image store (``open_image_store``: the
+    object store behind it too, when configured); ``None`` when the event has no image. An
+    image the store cannot give is left without them (its URL still works)."""
     if event not in IMAGE_EVENTS or home is None:
         return None
+    try:
+        store = open_image_store(home, session_id, settings or Settings())
+    except StoreError:
+        return None
     if event == "image":
-        return {**data, **_inline(home, session_id, data)}
+        return {**data, **_inline(store, data)}
     images = data.get("images")
     if not isinstance(images, list) or not images:
         return None
-    return {**data, "images": [{**item, **_inline(home, session_id, item)}
+    return {**data, "images": [{**item, **_inline(store, item)}
                                if isinstance(item, dict) else item for item in images]}
 
 
-def _inline(home: Path, session_id: str, item: dict) -> dict:
+def _inline(store: Any, item: dict) -> dict:
     try:
         # read checks the bytes against the id; size fields are not used to find the file
         ref = ImageRef(id=str(item.get("image_id")), media_type=str(item.get("mime")),
                        bytes=0, width=max(1, int(item.get("width") or 1)),
                        height=max(1, int(item.get("height") or 1)))
-        data = ImageStore(home / "images", session_id).read(ref)
+        data = store.read(ref)
     except (StoreError, ValueError, TypeError):
         return {}
     return {"image_data": base64.b64encode(data).decode(), "image_mime": ref.media_type}

@@ -47,6 +47,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from silica.config import Settings
 from silica.errors import SilicaError
 from silica.security.urls import mask_urls
 from silica.serve.bus import REPLAY_MAX, Entry, EventBus
@@ -112,8 +113,11 @@ def _client(url: str, retries: int) -> aioredis.Redis:
 class RedisBus(EventBus):
     """The bus shared through per-session Redis streams (see the module docstring)."""
 
-    def __init__(self, url: str, home: Path | None = None) -> None:
-        super().__init__(home)
+    shared = True
+
+    def __init__(self, url: str, home: Path | None = None,
+                 settings: Settings | None = None) -> None:
+        super().__init__(home, settings)
         check_reachable(url)
         self.url, self.shown = url, shown_url(url)
         # publishing: a second try at once (a pooled connection may be stale after Redis
@@ -313,7 +317,8 @@ class RedisBus(EventBus):
             for entry_id, event, data in decoded:
                 made = None
                 if inline and event in IMAGE_EVENTS:
-                    made = await asyncio.to_thread(inline_form, self.home, sid, event, data)
+                    made = await asyncio.to_thread(inline_form, self.home, self.settings, sid,
+                                                   event, data)
                 forms.append((entry_id, event, data, made))
             batches.append((sid, forms))
         for sid, forms in batches:  # nothing awaited from here: delivered as one piece
@@ -355,6 +360,9 @@ class RedisBus(EventBus):
                 return out
             start = f"({page[-1][0]}"
         return out
+
+    def published(self, session_id: str) -> Key | None:
+        return self.appended.get(session_id)
 
     async def recent(self, session_id: str) -> list[Entry]:
         try:

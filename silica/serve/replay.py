@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from silica.serve.eventlog import Key, parse_id
+
 MAX_BYTES = 8 * 1024 * 1024  # of one turn's events
 
 
@@ -36,9 +38,13 @@ class TurnLog:
         self.ended = False
         self.overflowed = False
         self.paused_at = 0  # events a client had when its stream paused for an approval
+        self.last_key: Key | None = None  # the id of the last event added
         self._open_text = False  # the last entry is a text run that may still grow
 
     def add(self, event: str, data: Any) -> None:
+        key = parse_id(data.get("event_id")) if isinstance(data, dict) else None
+        if key is not None:
+            self.last_key = key
         if self.overflowed:
             return
         if event == "text_delta":

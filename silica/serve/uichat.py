@@ -228,6 +228,10 @@ class UiChat:
                         await asyncio.to_thread(runner.delete, sid)
                 raise
             # before anything is awaited: the turn has not run yet
+            message = self.bus.published(sid) if self.bus.shared else None
+            if message is not None:  # its events come back through the shared bus
+                return stream_from(self.bus, sid, turn.turn_id, before(message),
+                                   base_url=_base(request))
             turn_log = self.logs.start(sid, turn.turn_id)
         return ui_stream(self.bus, turn_log, base_url=_base(request))
 
@@ -240,8 +244,13 @@ class UiChat:
                                               "once" if approved else "deny")
         ids = [approval_id for approval_id, _ in body.approvals]
         turn_log = self.logs.running(sid)
-        if turn_log is None:  # the turn runs in another daemon: its clients show the rest
-            return answered_stream()
+        if turn_log is None:  # not followed here: read from the session's events
+            found = await turn_start(self.bus, sid)
+            if found is None:
+                return answered_stream()
+            key, turn_id = found
+            return stream_from(self.bus, sid, turn_id, before(key), base_url=_base(request),
+                               answered=ids)
         starts = [turn_log.after("approval", "id", approval_id) or 0 for approval_id in ids]
         start = max([turn_log.paused_at, *starts])
         return ui_stream(self.bus, turn_log, base_url=_base(request), start=start,

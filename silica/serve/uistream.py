@@ -275,15 +275,17 @@ def ui_stream(bus: EventBus, turn_log: TurnLog, *, base_url: str, start: int = 0
               answered: list[str] | None = None) -> StreamingResponse:
     """The turn of ``turn_log`` as a UI message stream: from its first event, or after the
     ``start`` events a client already has (``answered``: the approvals it just answered)."""
-    return StreamingResponse(_chunks(bus, turn_log, base_url, start, answered or []),
+    return StreamingResponse(_logged(bus, turn_log, base_url, start, answered or []),
                              headers=HEADERS)
 
 
-def stream_from(bus: EventBus, session_id: str, turn_id: str, after: Key, *,
-                base_url: str) -> StreamingResponse:
+def stream_from(bus: EventBus, session_id: str, turn_id: str, after: Key, *, base_url: str,
+                answered: list[str] | None = None) -> StreamingResponse:
     """The turn ``turn_id`` as a UI message stream, read from the session's events after the
-    id ``after`` (the one before its ``message``): a turn run by another daemon or worker."""
-    return StreamingResponse(_kept_chunks(bus, session_id, turn_id, after, base_url),
+    id ``after`` (the one before its ``message``): a turn run by another daemon or worker, or
+    one this daemon hears only through the shared bus. ``answered``: the approvals the client
+    just answered (the stream goes on after the last of them)."""
+    return StreamingResponse(_kept(bus, session_id, turn_id, after, base_url, answered or []),
                              headers=HEADERS)
 
 
@@ -296,105 +298,105 @@ def answered_stream() -> StreamingResponse:
     return StreamingResponse(chunks(), headers=HEADERS)
 
 
-async def _chunks(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
+async def _logged(bus: EventBus, turn_log: TurnLog, base_url: str, start: int,
                   answered: list[str]) -> AsyncIterator[bytes]:
-    chunks = TurnChunks(turn_log.turn_id, base_url=base_url)
-    chunks.answer(answered)
     async with bus.subscribe(turn_log.session_id) as live:
-        seen = turn_log.snapshot()  # nothing awaited since the subscription: no gap, no repeat
-        shown: list[Chunk] = []
-        for index, (event, data) in enumerate(seen):
-            if index == start and start:
-                shown += chunks.resume()
-            made = chunks.feed(event, data)
-            if index >= start:
-                shown += made
-        if start and start >= len(seen):
-            shown += chunks.resume()
-        if shown:
-            yield b"".join(encode(chunk) for chunk in shown)
-        if chunks.ended:
-            yield DONE
-            return
-        if chunks.waiting:
-            turn_log.paused_at = max(turn_log.paused_at, len(seen))
-            yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
-            return
-        while True:
-            try:
-                item = await live.next(PING_EVERY)
-            except StopAsyncIteration:  # the client fell behind, or the daemon stops
-                yield encode({"type": "error", "errorText": (
-                    "the stream ended before the turn did (the client fell behind, or the "
-                    "daemon is stopping); GET /api/chat/{id}/stream resumes it")}) + DONE
-                return
-            if item is None:
-                yield b": ping\n\n"
-                continue
-            event, data = item
-            shared = chunks.delta_only(event, data)
-            if shared is not None and isinstance(item, Event):
-                # a reply's pieces: encoded once for every stream at the same point
-                wires = item.__dict__.setdefault("ui", {})
-                wire = wires.get(shared)
-                if wire is None:
-                    wire = wires[shared] = encode({"type": "text-delta", "id": shared,
-                                                   "delta": data["text"]})
-                yield wire
-                continue
-            made = chunks.feed(event, data)
-            if made:
-                yield b"".join(encode(chunk) for chunk in made)
-            if chunks.ended:
-                yield DONE
-                return
-            if event == "approval" and chunks.waiting:
-                after = turn_log.after("approval", "id", data.get("id"))
-                if after is not None:
-                    turn_log.paused_at = max(turn_log.paused_at, after)
-                yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
-                return
+        seen = turn_log.snapshot()  # nothing awaited since the subscription's catch-up
+        # what the log had may also be queued (it came while the subscription caught up)
+        upto = turn_log.last_key
+
+        def paused(at: int) -> None:
+            turn_log.paused_at = max(turn_log.paused_at, at)
+
+        async for piece in _follow(TurnChunks(turn_log.turn_id, base_url=base_url), seen,
+                                   start, answered, live, upto, paused,
+                                   lambda approval_id: turn_log.after("approval", "id",
+                                                                      approval_id)):
+            yield piece
 
 
-async def _kept_chunks(bus: EventBus, session_id: str, turn_id: str, after: Key,
-                       base_url: str) -> AsyncIterator[bytes]:
-    chunks = TurnChunks(turn_id, base_url=base_url)
+async def _kept(bus: EventBus, session_id: str, turn_id: str, after: Key, base_url: str,
+                answered: list[str]) -> AsyncIterator[bytes]:
     kept, floor, reset = await bus.replay(session_id, after, limit=None)  # said so far
     if reset:
         yield encode({"type": "error", "errorText": (
             "the turn's first events are no longer kept; read GET "
             f"/sessions/{session_id}/history")}) + DONE
         return
+    seen = [(event, data) for _, event, data in kept]
+    start = 0
+    if answered:  # go on after the last approval the client answered
+        marks = [i + 1 for i, (event, data) in enumerate(seen)
+                 if event == "approval" and data.get("id") in answered]
+        start = max(marks, default=len(seen))
+    async with bus.subscribe(session_id, after=kept[-1][0] if kept else floor) as live:
+        async for piece in _follow(TurnChunks(turn_id, base_url=base_url), seen, start,
+                                   answered, live, None, lambda at: None, lambda _: None):
+            yield piece
+
+
+async def _follow(chunks: TurnChunks, seen: list[tuple[str, Any]], start: int,
+                  answered: list[str], live: Any, upto: Key | None,
+                  paused: Any, approval_at: Any) -> AsyncIterator[bytes]:
+    """The chunks of ``seen`` (the turn so far: those from index ``start`` on), then of the
+    ``live`` subscription's events (those after the id ``upto``), until the turn ends or
+    waits for an approval; ``paused(at)`` is told how many events a paused client has."""
+    chunks.answer(answered)
     shown: list[Chunk] = []
-    for _, event, data in kept:
-        shown += chunks.feed(event, data)
+    for index, (event, data) in enumerate(seen):
+        if index == start and start:
+            shown += chunks.resume()
+        made = chunks.feed(event, data)
+        if index >= start:
+            shown += made
+    if start and start >= len(seen):
+        shown += chunks.resume()
     if shown:
         yield b"".join(encode(chunk) for chunk in shown)
     if chunks.ended:
         yield DONE
         return
     if chunks.waiting:
+        paused(len(seen))
         yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
         return
-    last = kept[-1][0] if kept else floor
-    async with bus.subscribe(session_id, after=last) as live:
-        while True:
-            try:
-                item = await live.next(PING_EVERY)
-            except StopAsyncIteration:
-                yield encode({"type": "error", "errorText": (
-                    "the stream ended before the turn did (the client fell behind, or the "
-                    "daemon is stopping); GET /api/chat/{id}/stream resumes it")}) + DONE
-                return
-            if item is None:
-                yield b": ping\n\n"
-                continue
-            made = chunks.feed(*item)
-            if made:
-                yield b"".join(encode(chunk) for chunk in made)
-            if chunks.ended or item[0] == "reset":
-                yield DONE
-                return
-            if item[0] == "approval" and chunks.waiting:
-                yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
-                return
+    while True:
+        try:
+            item = await live.next(PING_EVERY)
+        except StopAsyncIteration:  # the client fell behind, or the daemon stops
+            yield encode({"type": "error", "errorText": (
+                "the stream ended before the turn did (the client fell behind, or the "
+                "daemon is stopping); GET /api/chat/{id}/stream resumes it")}) + DONE
+            return
+        if item is None:
+            yield b": ping\n\n"
+            continue
+        key = getattr(item, "key", None)
+        if upto is not None and key is not None and key <= upto:
+            continue  # in ``seen`` already
+        event, data = item
+        if event == "reset":
+            yield encode({"type": "error", "errorText": str(data.get("message", ""))}) + DONE
+            return
+        shared = chunks.delta_only(event, data)
+        if shared is not None and isinstance(item, Event):
+            # a reply's pieces: encoded once for every stream at the same point
+            wires = item.__dict__.setdefault("ui", {})
+            wire = wires.get(shared)
+            if wire is None:
+                wire = wires[shared] = encode({"type": "text-delta", "id": shared,
+                                               "delta": data["text"]})
+            yield wire
+            continue
+        made = chunks.feed(event, data)
+        if made:
+            yield b"".join(encode(chunk) for chunk in made)
+        if chunks.ended:
+            yield DONE
+            return
+        if event == "approval" and chunks.waiting:
+            after = approval_at(data.get("id"))
+            if after is not None:
+                paused(after)
+            yield b"".join(encode(chunk) for chunk in chunks.pause()) + DONE
+            return
