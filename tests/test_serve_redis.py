@@ -376,6 +376,42 @@ def test_a_turn_held_while_redis_restarts_reaches_every_client_once_in_order(pai
         wait_for_count(daemon, "is back:", before + 1)
 
 
+def test_a_restarted_redis_whose_ids_are_behind_the_old_ones_is_read_from_the_start(pair):
+    a, b, srv = pair["a"], pair["b"], pair["srv"]
+    server = pair["redis"]
+    sid = new_session(a)
+    lost = [d.stderr().count("lost Redis") for d in (a, b)]
+    back = [d.stderr().count("is back:") for d in (a, b)]
+    note = {"turn_id": "t0", "call_id": "c0", "name": "clock", "text": "from a clock behind"}
+
+    async def run():
+        async with SseReader(a, sid) as sse_a, SseReader(b, sid) as sse_b:
+            srv.add(text("Before."), text("After."))
+            sent = await post(a, sid, "one", wait="true")
+            assert sent.status_code == 200, sent.text
+            for client in (sse_a, sse_b):
+                await client.until("turn_end")
+            await asyncio.to_thread(server.stop)
+            for daemon, before in zip((a, b), lost, strict=True):
+                await asyncio.to_thread(wait_for_count, daemon, "lost Redis", before + 1)
+            await asyncio.to_thread(server.start)
+            # the new stream's first entry has an id far before the ones read already, as a
+            # Redis whose clock is behind would give
+            with redis.Redis.from_url(pair["url"]) as client:
+                client.xadd(f"silica:events:{sid}", {"e": "tool_note", "d": json.dumps(note)},
+                            id="1-1")
+            for daemon, before in zip((a, b), back, strict=True):
+                await asyncio.to_thread(wait_for_count, daemon, "is back:", before + 1)
+            sent = await post(b, sid, "two", wait="true")
+            assert sent.status_code == 200, sent.text
+            return [await client.until("turn_end") for client in (sse_a, sse_b)]
+
+    for heard in asyncio.run(run()):
+        assert names(heard)[0] == "tool_note" and heard[0][1]["text"] == note["text"]
+        assert heard[0][1]["event_id"] == "1-1"
+        assert names(heard)[1] == "message" and heard[-1][1]["text"] == "After."
+
+
 def wait_for_count(daemon, words: str, count: int) -> None:
     deadline = time.monotonic() + WAIT
     while daemon.stderr().count(words) < count:

@@ -287,6 +287,8 @@ class RedisBus(EventBus):
             span = await self._span(stream_key(sid))
             if span.last is None or span.last < self.positions.get(sid, ZERO):
                 self.positions[sid] = ZERO
+                for stream in self._streams.get(sid, ()):
+                    stream.last = None  # a new stream: none of its ids was given before
         span = await self._span(self.wake_key)
         if span.last is None or span.last < self.wake_at:
             self.wake_at = ZERO
