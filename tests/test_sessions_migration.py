@@ -36,7 +36,9 @@ def files_era(tmp_path_factory) -> Path:
     archive = subprocess.run(["git", "-C", str(REPO), "archive", FILES_ERA, "silica"],
                              capture_output=True)
     if archive.returncode:
-        pytest.skip(f"git cannot give revision {FILES_ERA}: {archive.stderr.decode()[:200]}")
+        pytest.fail(f"git cannot give revision {FILES_ERA} ({archive.stderr.decode()[:200]}): "
+                    "this test runs that silica, so it needs the repository's history (a "
+                    "full clone, not a shallow one)")
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
     return tree
 
