@@ -221,6 +221,27 @@ def wait_until_ready(daemon: Daemon, timeout: float = START_TIMEOUT) -> None:
 # -- event clients ------------------------------------------------------------------------
 
 
+def new_session(daemon: Daemon) -> str:
+    """A new session of ``daemon`` (``POST /sessions``); its id."""
+    with daemon.client() as http:
+        made = http.post("/sessions", json={})
+    assert made.status_code == 201, made.text
+    return made.json()["session_id"]
+
+
+async def post(daemon: Daemon, sid: str, message: str, **query: Any) -> Any:
+    """``POST /sessions/{sid}/messages`` with ``message`` (``query``: e.g. ``wait="true"``);
+    the response."""
+    async with daemon.async_client() as client:
+        return await client.post(f"/sessions/{sid}/messages", params=query,
+                                 json={"message": message})
+
+
+def names(events: list) -> list[str]:
+    """The names of ``(name, data)`` events, in order."""
+    return [name for name, _ in events]
+
+
 class SseReader:
     """``GET /sessions/{sid}/events`` read as events arrive: ``async with`` returns once the
     stream is subscribed (its ``: ready`` comment); ``until(name)`` reads up to and

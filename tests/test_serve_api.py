@@ -24,6 +24,7 @@ from serve_daemon import (
     SseReader,
     daemon_env,
     gate_tool,
+    names,
     picture_tool,
     start_daemon,
 )
@@ -81,10 +82,6 @@ def new_session(http, **body) -> str:
     response = http.post("/sessions", json=body)
     assert response.status_code == 201, response.text
     return response.json()["session_id"]
-
-
-def names(events) -> list[str]:
-    return [name for name, _ in events]
 
 
 # -- sessions -----------------------------------------------------------------------------

@@ -16,7 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Page, expect
-from serve_daemon import SioListener, SseReader, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    new_session,
+    start_daemon,
+)
 from wire import WireServer, anthropic_server, text, tool_call
 
 from silica.config import Settings, ShellSettings, ToolSettings
@@ -64,11 +69,6 @@ def daemon(model, workspace):
 
 class Listener(SioListener):
     EVENTS = (*SioListener.EVENTS, "approval", "approval_done")
-
-
-def new_session(daemon) -> str:
-    with daemon.client() as http:
-        return http.post("/sessions", json={}).json()["session_id"]
 
 
 def results_of(events: list) -> list[dict]:

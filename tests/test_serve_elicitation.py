@@ -21,7 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page, expect
-from serve_daemon import SioListener, SseReader, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    new_session,
+    start_daemon,
+)
 from wire import WireServer, anthropic_server, text, tool_call
 
 from silica.elicitation import Elicitation
@@ -128,11 +133,6 @@ def answers_of(events: list) -> list[dict]:
     """What the tool got back, from its tool_result event."""
     [result] = [d for n, d in events if n == "tool_result" and d["name"] == "probe"]
     return json.loads(result["text"].split("ANSWERS ", 1)[1])
-
-
-def new_session(daemon) -> str:
-    with daemon.client() as http:
-        return http.post("/sessions", json={}).json()["session_id"]
 
 
 JSON_VALUES = st.recursive(

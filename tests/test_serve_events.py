@@ -11,7 +11,14 @@ import textwrap
 
 import pytest
 from PIL import Image
-from serve_daemon import SioListener, SseReader, gate_tool, picture_tool, start_daemon
+from serve_daemon import (
+    SioListener,
+    SseReader,
+    gate_tool,
+    new_session,
+    picture_tool,
+    start_daemon,
+)
 from wire import anthropic_server, error, text, tool_call
 
 
@@ -47,11 +54,6 @@ def srv(world):
 @pytest.fixture
 def daemon(world):
     return world["daemon"]
-
-
-def new_session(daemon) -> str:
-    with daemon.client() as http:
-        return http.post("/sessions", json={}).json()["session_id"]
 
 
 async def post(daemon, sid: str, message: str, **query) -> dict:

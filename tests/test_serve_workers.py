@@ -34,6 +34,9 @@ from serve_daemon import (
     daemon_env,
     free_port,
     gate_tool,
+    names,
+    new_session,
+    post,
     start_daemon,
 )
 from wire import anthropic_server, text, tool_call
@@ -160,23 +163,6 @@ def cluster(tmp_path_factory):
         for gate in root.glob("gate-*"):
             gate.unlink()
         server.stop()
-
-
-def new_session(daemon) -> str:
-    with daemon.client() as http:
-        made = http.post("/sessions", json={})
-    assert made.status_code == 201, made.text
-    return made.json()["session_id"]
-
-
-async def post(daemon, sid: str, message: str, **query):
-    async with daemon.async_client() as client:
-        return await client.post(f"/sessions/{sid}/messages", params=query,
-                                 json={"message": message})
-
-
-def names(events) -> list[str]:
-    return [name for name, _ in events]
 
 
 def data_of(events, name: str) -> list:
