@@ -89,3 +89,19 @@ def test_installed_handles_missing_parents_and_blocked_modules(monkeypatch):
     monkeypatch.setitem(sys.modules, "starlette", None)
     assert not installed("starlette")
     assert missing("serve") == ["starlette"]
+
+
+def test_serve_without_the_scale_out_extras_starts_and_answers(tmp_path):
+    from serve_daemon import start_daemon
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    blocked = [m for extra in ("redis", "postgres", "s3") for m in EXTRAS[extra][1]]
+    env = {"PYTHONPATH": str(site), "SILICA_TEST_BLOCK": ",".join(blocked)}
+    with start_daemon(tmp_path / "home", env=env, cwd=tmp_path) as daemon, \
+            daemon.client() as http:
+        made = http.post("/sessions", json={})
+        listed = http.get("/sessions")
+    assert made.status_code == 201 and listed.status_code == 200
+    assert "Traceback" not in daemon.stderr()

@@ -35,14 +35,16 @@ import collections
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn, cast
+from typing import TYPE_CHECKING, Literal, NoReturn, cast
 
 from silica.agent.loop import Approve, current_call
 from silica.serve.errors import ApiError
 from silica.serve.events import Pump
 from silica.serve.records import Records
-from silica.serve.relay import Relay
 from silica.tools.shell import allowed_by, always_pattern
+
+if TYPE_CHECKING:  # redis, an extra, is imported only with --redis
+    from silica.serve.relay import Relay
 
 Decision = Literal["once", "always", "deny"]
 DECISIONS: tuple[Decision, ...] = ("once", "always", "deny")

@@ -29,14 +29,16 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from silica.elicitation import Action, Answer, Asker, Elicitation
 from silica.mcp.elicit import ElicitationError, check_answer, check_request
 from silica.serve.errors import ApiError
 from silica.serve.events import Pump
 from silica.serve.records import Records
-from silica.serve.relay import Relay
+
+if TYPE_CHECKING:  # redis, an extra, is imported only with --redis
+    from silica.serve.relay import Relay
 
 log = logging.getLogger("silica.serve")
 
