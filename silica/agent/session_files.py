@@ -34,6 +34,14 @@ KEPT = "imported-sessions"
 log = logging.getLogger("silica.sessions")
 
 
+def json_document(conversation: Any) -> str:
+    """A conversation's JSON object as the text a store keeps: ``ensure_ascii=False``, a lone
+    surrogate (from a model's JSON) kept as its JSON escape, ``\\uXXXX``. ``ValueError`` or
+    ``RecursionError`` when it cannot be written as JSON (nested too deep)."""
+    text = json.dumps(conversation, ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def file_bytes(document: str) -> bytes:
     """The JSON file of a session whose conversation is ``document`` (JSON text)."""
     text = json.dumps({"format": FORMAT, "version": VERSION,
@@ -116,10 +124,9 @@ def _import(store: SessionStore, home: Path, files: list[Path]) -> None:
     for path in sorted(files):
         try:
             conversation, original = read_file(path)
-            document = json.dumps(original, ensure_ascii=False)
+            document = json_document(original)
         except (SessionError, ValueError, RecursionError):
             continue  # listed with its problem by list_sessions
-        document = document.encode("utf-8", "backslashreplace").decode("utf-8")
         if not store.insert_new(row_of(conversation), document):
             log.warning("%s", f"{path} was not imported: the sessions database already holds "
                         f"session {conversation.id}; the file is kept in {kept}")

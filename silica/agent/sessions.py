@@ -211,12 +211,10 @@ def save_session(conversation: Conversation, home: Path | None = None) -> str:
     check_id(conversation.id)
     _refuse_bytes(conversation)
     try:
-        document = json.dumps(conversation.model_dump(mode="json"), ensure_ascii=False)
+        document = session_files.json_document(conversation.model_dump(mode="json"))
     except (ValueError, RecursionError) as exc:  # e.g. tool arguments nested too deep
         raise SessionError(f"cannot save session {conversation.id}: its history cannot be "
                            f"written as JSON ({exc}); start a new session") from exc
-    # A lone surrogate (from a model's JSON) is kept as its JSON escape, \uXXXX.
-    document = document.encode("utf-8", "backslashreplace").decode("utf-8")
     return store_of(home).save(row_of(conversation), document)
 
 
