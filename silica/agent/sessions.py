@@ -133,23 +133,20 @@ def session_folder(session_id: str, home: Path | None = None) -> Path:
 
 # -- the store of a home -------------------------------------------------------------------
 
-_stores: dict[Path, SessionStore] = {}
+_imported: set[Path] = set()  # homes whose old session files this process imported
 _lock = threading.Lock()
 
 
 def store_of(home: Path | None = None) -> SessionStore:
-    """The session store of ``home`` (see the module docstring); its old session files are
-    imported the first time it is opened in a process."""
+    """The session store of ``home`` (see the module docstring; ``open_store`` opens it once
+    per process); its old session files are imported the first time a process asks."""
     home = Path(home or silica_home())
-    store = _stores.get(home)
-    if store is not None:
-        return open_store(home, _database(home))  # the same one, unless this is a fork
-    with _lock:
-        store = _stores.get(home)
-        if store is None:
-            store = open_store(home, _database(home))
-            session_files.import_files(store, home)
-            _stores[home] = store
+    store = open_store(home, _database(home))
+    if home not in _imported:
+        with _lock:
+            if home not in _imported:
+                session_files.import_files(store, home)
+                _imported.add(home)
     return store
 
 
@@ -189,7 +186,7 @@ def forget_stores() -> None:
     from silica.storage import forget_stores as close_all
 
     with _lock:
-        _stores.clear()
+        _imported.clear()
         _databases.clear()
         close_all()
 

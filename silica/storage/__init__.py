@@ -13,9 +13,10 @@ agent or the daemon (``silica.agent.sessions`` is the facade the rest of silica 
   timeout, so ``silica chat``, ``silica serve`` and a library user share one file.
 - **Postgres** (``[storage] database``): psycopg 3 with a small connection pool
   (``silica.storage.postgres``), imported only then.
-- The schema is made and moved by Alembic revisions kept in ``silica/storage/migrations``,
-  run on open only when the database is behind (``silica.storage.schema``): one cheap query
-  tells, so opening a current database never imports Alembic or SQLAlchemy.
+- The schema (``silica.storage.schema``): one cheap query on open tells its revision; a new
+  database is made at the newest one by its own statements, and an older one is moved by the
+  Alembic revisions in ``silica/storage/migrations``, so only that imports Alembic or
+  SQLAlchemy.
 """
 
 from __future__ import annotations
