@@ -48,7 +48,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from silica.config import Settings
-from silica.errors import SilicaError
 from silica.security.urls import mask_urls
 from silica.serve.bus import REPLAY_MAX, Entry, EventBus
 from silica.serve.eventlog import (
@@ -62,13 +61,13 @@ from silica.serve.eventlog import (
     parse_id,
     reset_event,
 )
+from silica.serve.turnqueue import CONNECT_TIMEOUT, redis_error
 
 log = logging.getLogger("silica.serve")
 
 STREAM_MAXLEN = 10_000  # entries a session's stream keeps (about: MAXLEN ~)
 STREAM_IDLE = 24 * 3600  # seconds after its last event that a session's stream expires
 BACKLOG = 10_000  # events a publisher keeps while Redis is away
-CONNECT_TIMEOUT = 3.0  # seconds to reach Redis
 COMMAND_TIMEOUT = 10.0  # seconds a command may take before Redis counts as gone
 BLOCK = 5.0  # seconds the reader waits in XREAD before it looks at its sessions again
 READ_COUNT = 1000  # entries per read
@@ -95,8 +94,8 @@ def check_reachable(url: str) -> None:
                                       socket_timeout=CONNECT_TIMEOUT, retry=Retry(NoBackoff(), 0))
         client.ping()
     except (redis.RedisError, OSError, ValueError) as exc:
-        raise SilicaError(f"cannot reach Redis at {shown_url(url)}: {exc}; start it, or drop "
-                          "--redis (and [serve] redis in the config) to serve alone") from None
+        raise redis_error(url, exc, "start it, or drop --redis (and [serve] redis in the "
+                          "config) to serve alone") from None
     finally:
         if client is not None:
             with contextlib.suppress(Exception):

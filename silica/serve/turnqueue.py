@@ -43,7 +43,7 @@ TURNS = "silica:turns"
 GROUP = "workers"
 MAX_JOBS = 100_000  # entries the stream keeps (acked ones are deleted at once)
 QUEUED = 600.0  # seconds a lease taken by a front holds while its job waits for a worker
-CONNECT_TIMEOUT = 3.0
+CONNECT_TIMEOUT = 3.0  # seconds to reach Redis (the bus's too)
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -92,6 +92,7 @@ class Job:
 
 
 def redis_error(url: str, exc: BaseException, what: str) -> SilicaError:
+    """The one message for a Redis that does not answer (the bus's start says it too)."""
     return SilicaError(f"cannot reach Redis at {mask_urls(url)}: {exc}; {what}")
 
 
